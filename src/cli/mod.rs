@@ -1,0 +1,406 @@
+//! Command-line arguments, their validation, and rendering. Raw clap arguments become validated options
+//! in one step per command; the work itself lives in the stage modules.
+
+mod explain;
+mod output;
+
+use crate::config;
+use crate::context::Context;
+use crate::rules::{self, Catalog};
+use crate::sweep;
+use crate::util::duration::parse_duration;
+use clap::{Args, Parser, Subcommand};
+use output::Out;
+use std::path::PathBuf;
+
+/// Exit codes (sysexits where one fits).
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_CONFIG: i32 = 78;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "almanac",
+    version,
+    about = "Keeps a repository's .almanac/ wiki up to date from coding-agent transcripts"
+)]
+struct Cli {
+    /// Extra directory of rule files; they replace built-in rule sets with the same id, or add apps.
+    #[arg(long, global = true, value_name = "DIR")]
+    rules_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Find new transcript content and capture it into repo wikis.
+    #[command(subcommand)]
+    Capture(CaptureCommand),
+    /// Inspect and check the rule sets that describe each agent app.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// Create .almanac/ at the git root (or the given directory).
+    Init {
+        /// Directory to initialise; default: the git root above the current directory, else the current directory.
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CaptureCommand {
+    /// Scan transcript stores and report (with --dry-run) what would be captured.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    /// Report what would be captured; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Apps to sweep, comma-separated (default: [automation.capture] apps, else every loaded rule set).
+    #[arg(long, value_name = "LIST")]
+    apps: Option<String>,
+    /// Quiet window: skip transcripts modified more recently than this (e.g. 45m, 0m).
+    #[arg(long, value_name = "DURATION")]
+    quiet: Option<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum RulesCommand {
+    /// List the loaded rule sets, where they come from, and their store roots.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate rule files (default: every loaded file) and report every problem.
+    Validate {
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show how one transcript is read, classified, mapped and decided.
+    Explain {
+        transcript: PathBuf,
+        /// Apply this rule set even when the file is not under one of its store roots.
+        #[arg(long, value_name = "ID")]
+        app: Option<String>,
+        /// Quiet window to evaluate with (as for capture sweep).
+        #[arg(long, value_name = "DURATION")]
+        quiet: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure with the exit code it maps to.
+pub enum Failure {
+    Usage(String),
+    Config(Vec<String>),
+    Other(String),
+}
+
+impl Failure {
+    fn code(&self) -> i32 {
+        match self {
+            Failure::Usage(_) => EXIT_USAGE,
+            Failure::Config(_) => EXIT_CONFIG,
+            Failure::Other(_) => EXIT_FAILURE,
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        match self {
+            Failure::Usage(m) | Failure::Other(m) => vec![m.clone()],
+            Failure::Config(ms) => ms.clone(),
+        }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let json = match &cli.command {
+        Command::Capture(CaptureCommand::Sweep(a)) => a.json,
+        Command::Rules(
+            RulesCommand::List { json }
+            | RulesCommand::Validate { json, .. }
+            | RulesCommand::Explain { json, .. },
+        ) => *json,
+        Command::Init { .. } => false,
+    };
+    let mut out = Out::stdout();
+    match dispatch(cli, &mut out) {
+        Ok(code) => code,
+        Err(f) => {
+            let lines = f.lines();
+            if json {
+                let v = serde_json::json!({"ok": false, "error": lines.join("\n")});
+                out.json(&v);
+            }
+            for l in &lines {
+                eprintln!("almanac: {l}");
+            }
+            f.code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
+    let cx = Context::from_env().map_err(|e| Failure::Other(e.to_string()))?;
+    let rules_dir = cli.rules_dir.as_deref();
+    if let Some(d) = rules_dir {
+        if !d.is_dir() {
+            return Err(Failure::Usage(format!(
+                "--rules-dir {}: not a directory",
+                d.display()
+            )));
+        }
+    }
+    match cli.command {
+        Command::Capture(CaptureCommand::Sweep(args)) => sweep_command(&cx, rules_dir, args, out),
+        Command::Rules(RulesCommand::List { json }) => {
+            let catalog = load_catalog(&cx, rules_dir)?;
+            output::rules_list(&catalog, &cx, json, out);
+            Ok(EXIT_OK)
+        }
+        Command::Rules(RulesCommand::Validate { files, json }) => {
+            validate_command(&cx, rules_dir, files, json, out)
+        }
+        Command::Rules(RulesCommand::Explain {
+            transcript,
+            app,
+            quiet,
+            json,
+        }) => {
+            let catalog = load_catalog(&cx, rules_dir)?;
+            let config = load_config(&cx)?;
+            let settings = settings(&cx, &config, quiet.as_deref())?;
+            explain::explain(
+                &catalog,
+                &cx,
+                &settings,
+                &transcript,
+                app.as_deref(),
+                json,
+                out,
+            )
+        }
+        Command::Init { dir } => {
+            let start = match dir {
+                Some(d) => d,
+                None => std::env::current_dir().map_err(|e| {
+                    Failure::Other(format!("cannot read the current directory: {e}"))
+                })?,
+            };
+            let root = crate::init::repo_root(&start);
+            let outcome = crate::init::init(&root).map_err(|e| {
+                Failure::Other(format!("cannot create {}/.almanac: {e}", root.display()))
+            })?;
+            if outcome.created.is_empty() {
+                out.line(&format!(
+                    "almanac: {} is already initialised",
+                    outcome.wiki.display()
+                ));
+            } else {
+                out.line(&format!("almanac: initialised {}", outcome.wiki.display()));
+                for c in &outcome.created {
+                    out.line(&format!("  created {}", c.display()));
+                }
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+pub fn load_catalog(cx: &Context, rules_dir: Option<&std::path::Path>) -> Result<Catalog, Failure> {
+    rules::load(&rules::rule_dirs(&cx.almanac_home, rules_dir))
+        .map_err(|diags| Failure::Config(diags.iter().map(|d| d.to_string()).collect()))
+}
+
+fn load_config(cx: &Context) -> Result<config::Config, Failure> {
+    config::load(&cx.config_path()).map_err(|e| Failure::Config(vec![e.0]))
+}
+
+fn settings(
+    cx: &Context,
+    config: &config::Config,
+    quiet: Option<&str>,
+) -> Result<crate::policy::Settings, Failure> {
+    let quiet_flag = match quiet {
+        None => None,
+        Some(q) => Some(parse_duration(q).map_err(|e| Failure::Usage(format!("--quiet: {e}")))?),
+    };
+    Ok(crate::policy::Settings {
+        now: cx.now,
+        capture_since: config.capture_since,
+        quiet_flag,
+        quiet_config: config.quiet,
+    })
+}
+
+/// `--apps a,b`: trimmed, de-duplicated in order; empty means the default.
+fn select_apps(
+    raw: Option<&str>,
+    config: &config::Config,
+    catalog: &Catalog,
+) -> Result<Vec<String>, Failure> {
+    let known = catalog.ids();
+    let accepted = || format!("expected a comma-separated list of: {}", known.join(", "));
+    let mut apps: Vec<String> = Vec::new();
+    let tokens: Vec<String> = match raw {
+        Some(r) => r
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => Vec::new(),
+    };
+    if raw.is_some() && tokens.is_empty() {
+        return Err(Failure::Usage(format!(
+            "invalid --apps \"{}\" ({})",
+            raw.unwrap_or(""),
+            accepted()
+        )));
+    }
+    for t in tokens {
+        if !known.contains(&t.as_str()) {
+            return Err(Failure::Usage(format!(
+                "invalid --apps \"{}\": unknown app \"{t}\" ({})",
+                raw.unwrap_or(""),
+                accepted()
+            )));
+        }
+        if !apps.contains(&t) {
+            apps.push(t);
+        }
+    }
+    if apps.is_empty() {
+        match &config.apps {
+            Some(list) => {
+                for a in list {
+                    if !known.contains(&a.as_str()) {
+                        return Err(Failure::Config(vec![format!(
+                            "config file {}: automation.capture.apps: unknown app \"{a}\" ({})",
+                            "config.toml",
+                            accepted()
+                        )]));
+                    }
+                    if !apps.contains(a) {
+                        apps.push(a.clone());
+                    }
+                }
+            }
+            None => apps = known.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+    Ok(apps)
+}
+
+fn sweep_command(
+    cx: &Context,
+    rules_dir: Option<&std::path::Path>,
+    args: SweepArgs,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    // Flags are checked before anything is read, so a typo never costs a scan.
+    if let Some(q) = &args.quiet {
+        parse_duration(q).map_err(|e| Failure::Usage(format!("--quiet: {e}")))?;
+    }
+    let config = load_config(cx)?;
+    let catalog = load_catalog(cx, rules_dir)?;
+    let apps = select_apps(args.apps.as_deref(), &config, &catalog)?;
+    if !args.dry_run {
+        return Err(Failure::Usage(
+            "capture sweep without --dry-run (starting capture runs) is not available in this version; run `almanac capture sweep --dry-run` to see what would be captured".into(),
+        ));
+    }
+    let settings = settings(cx, &config, args.quiet.as_deref())?;
+    let summary = sweep::run(
+        &catalog,
+        cx,
+        &sweep::SweepOptions {
+            apps,
+            settings,
+            dry_run: args.dry_run,
+        },
+    );
+    if args.json {
+        out.json(&serde_json::json!({"ok": true, "summary": summary}));
+    } else {
+        output::sweep_human(&summary, out);
+    }
+    Ok(EXIT_OK)
+}
+
+fn validate_command(
+    cx: &Context,
+    rules_dir: Option<&std::path::Path>,
+    files: Vec<PathBuf>,
+    json: bool,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let (checked, diags): (Vec<String>, Vec<rules::Diagnostic>) = if files.is_empty() {
+        let mut checked: Vec<String> = rules::BUILTIN_RULES
+            .iter()
+            .map(|(n, _)| format!("{n} (built in)"))
+            .collect();
+        checked.push(format!("{} (built in)", rules::BUILTIN_POLICY.0));
+        for dir in rules::rule_dirs(&cx.almanac_home, rules_dir) {
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                let mut fs: Vec<String> = rd
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                    .map(|p| p.display().to_string())
+                    .collect();
+                fs.sort();
+                checked.extend(fs);
+            }
+        }
+        let diags = match rules::load(&rules::rule_dirs(&cx.almanac_home, rules_dir)) {
+            Ok(_) => Vec::new(),
+            Err(d) => d,
+        };
+        (checked, diags)
+    } else {
+        (
+            files.iter().map(|f| f.display().to_string()).collect(),
+            rules::validate_files(&files),
+        )
+    };
+    if json {
+        let items: Vec<_> = diags
+            .iter()
+            .map(|d| serde_json::json!({"file": d.file, "field": d.field, "message": d.message, "help": d.help}))
+            .collect();
+        out.json(&serde_json::json!({"ok": diags.is_empty(), "checked": checked, "errors": items}));
+    } else if diags.is_empty() {
+        for c in &checked {
+            out.line(&format!("ok {c}"));
+        }
+    }
+    if diags.is_empty() {
+        Ok(EXIT_OK)
+    } else {
+        let mut lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        lines.push(format!("{} problem(s) in rule files", diags.len()));
+        if json {
+            for l in &lines {
+                eprintln!("almanac: {l}");
+            }
+            Ok(EXIT_CONFIG)
+        } else {
+            Err(Failure::Config(lines))
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Rendering: stdout carries results, stderr diagnostics. A closed pipe (`almanac ... | head`) ends the
+//! program quietly with success, as ripgrep does.
+
+use crate::context::Context;
+use crate::discover::resolve_roots;
+use crate::rules::Catalog;
+use crate::sweep::Summary;
+use std::io::Write;
+
+pub struct Out {
+    inner: std::io::Stdout,
+}
+
+impl Out {
+    pub fn stdout() -> Self {
+        Out {
+            inner: std::io::stdout(),
+        }
+    }
+
+    pub fn line(&mut self, s: &str) {
+        let mut lock = self.inner.lock();
+        if let Err(e) = writeln!(lock, "{s}").and_then(|_| lock.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            eprintln!("almanac: cannot write to stdout: {e}");
+            std::process::exit(1);
+        }
+    }
+
+    pub fn json(&mut self, v: &impl serde::Serialize) {
+        let text = serde_json::to_string_pretty(v).expect("serialisable output");
+        self.line(&text);
+    }
+}
+
+pub fn sweep_human(s: &Summary, out: &mut Out) {
+    let verb = if s.dry_run { "would start" } else { "started" };
+    out.line(if s.dry_run {
+        "capture sweep (dry run):"
+    } else {
+        "capture sweep:"
+    });
+    out.line(&format!("  scanned: {} sessions", s.scanned));
+    if let Some(since) = &s.capture_since {
+        out.line(&format!("  capturing transcripts after: {since}"));
+    }
+    out.line(&format!("  eligible: {}", s.eligible));
+    out.line(&format!("  {verb}: {}", s.started.len()));
+    out.line(&format!("  skipped: {}", s.skipped.len()));
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
+    for item in &s.skipped {
+        *by_reason.entry(item.reason.as_str()).or_default() += 1;
+    }
+    for (reason, n) in by_reason {
+        out.line(&format!("    {reason}: {n}"));
+    }
+    out.line(&format!("  needs attention: {}", s.needs_attention.len()));
+    if s.stats.subagents > 0 {
+        out.line(&format!(
+            "  subagent transcripts (not captured): {}",
+            s.stats.subagents
+        ));
+    }
+    if s.stats.unreadable > 0 {
+        out.line(&format!("  unreadable entries: {}", s.stats.unreadable));
+    }
+    for item in &s.started {
+        out.line(&format!(
+            "  - {verb} {} {} in {}: lines {}-{} (bytes {}-{})",
+            item.app,
+            item.session_id,
+            item.repo_root,
+            item.from_line,
+            item.to_line,
+            item.from_byte,
+            item.to_byte
+        ));
+    }
+    for item in &s.needs_attention {
+        out.line(&format!(
+            "  - needs attention {} {}: {}",
+            item.app, item.transcript_path, item.reason
+        ));
+    }
+}
+
+pub fn rules_list(catalog: &Catalog, cx: &Context, json: bool, out: &mut Out) {
+    if json {
+        let sets: Vec<_> = catalog
+            .sets
+            .iter()
+            .map(|s| {
+                let stores: Vec<_> = s
+                    .stores
+                    .iter()
+                    .map(|st| {
+                        serde_json::json!({
+                            "name": st.name,
+                            "include": st.include_patterns,
+                            "exclude": st.exclude_patterns,
+                            "roots": resolve_roots(st, cx),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "id": s.id,
+                    "name": s.name,
+                    "source": s.origin.to_string(),
+                    "fields": s.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+                    "stores": stores,
+                })
+            })
+            .collect();
+        out.json(&serde_json::json!({
+            "ok": true,
+            "ruleSets": sets,
+            "policy": {
+                "source": catalog.policy.origin.to_string(),
+                "checks": catalog.policy.checks.iter().map(|c| serde_json::json!({"check": c.kind.code(), "enabled": c.enabled})).collect::<Vec<_>>(),
+            }
+        }));
+        return;
+    }
+    for s in &catalog.sets {
+        out.line(&format!("{} ({}) from {}", s.id, s.name, s.origin));
+        for st in &s.stores {
+            out.line(&format!(
+                "  store {}: include {}",
+                st.name,
+                st.include_patterns.join(", ")
+            ));
+            for r in resolve_roots(st, cx) {
+                let state = if r.exists { "" } else { " (missing)" };
+                out.line(&format!(
+                    "    root {} [{}]{state}",
+                    r.path.display(),
+                    r.from
+                ));
+            }
+        }
+    }
+    let checks: Vec<String> = catalog
+        .policy
+        .checks
+        .iter()
+        .map(|c| {
+            if c.enabled {
+                c.kind.code().to_string()
+            } else {
+                format!("{} (disabled)", c.kind.code())
+            }
+        })
+        .collect();
+    out.line(&format!(
+        "policy from {}: {}",
+        catalog.policy.origin,
+        checks.join(" -> ")
+    ));
+}

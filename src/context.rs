@@ -1,0 +1,46 @@
+//! Everything the outside world gives a command, in one value: home directories, environment, the clock.
+//! Tests control all of it through the environment of the binary (HOME, ALMANAC_HOME, store variables).
+
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub home: PathBuf,
+    /// `$ALMANAC_HOME`, default `~/.codealmanac`: config, user rules, state, logs.
+    pub almanac_home: PathBuf,
+    pub now: DateTime<Utc>,
+    vars: HashMap<String, String>,
+}
+
+impl Context {
+    pub fn from_env() -> anyhow::Result<Context> {
+        let vars: HashMap<String, String> = std::env::vars().collect();
+        let home = vars
+            .get("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                anyhow::anyhow!("HOME is not set: almanac needs it to find transcript stores")
+            })?;
+        let almanac_home = match vars.get("ALMANAC_HOME").filter(|h| !h.is_empty()) {
+            Some(h) => crate::util::paths::expand_home(h, &home),
+            None => home.join(".codealmanac"),
+        };
+        Ok(Context {
+            home,
+            almanac_home,
+            now: Utc::now(),
+            vars,
+        })
+    }
+
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.almanac_home.join("config.toml")
+    }
+}

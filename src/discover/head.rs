@@ -1,0 +1,203 @@
+//! Reads the head of one transcript and applies a rule set's field sources and record tests. Streams line
+//! by line and stops as soon as every field and test is settled, or at the rule's record/byte limits.
+
+use crate::rules::{RecordTest, RuleSet, SourceKind};
+use crate::util::lines::{parse_object, LineReader};
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{self, Read};
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldResult {
+    pub name: String,
+    pub value: Option<String>,
+    /// Index of the source that gave the value.
+    pub source: Option<usize>,
+    /// Line the value came from (None for file-name sources).
+    pub line: Option<u64>,
+    /// Per source: the first line whose record satisfied the source's `when` (for `rules explain`).
+    pub first_seen: Vec<Option<u64>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// What decided it, e.g. `path matches **/subagents/agent-*.jsonl` or a record test at a line.
+    pub reason: String,
+    pub line: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadScan {
+    pub fields: Vec<FieldResult>,
+    pub subagent: Option<Verdict>,
+    pub excluded: Option<Verdict>,
+    /// JSON object records read.
+    pub records: u32,
+    /// Lines that were blank, not JSON, or not an object.
+    pub skipped_lines: u32,
+    pub bytes_read: u64,
+}
+
+impl HeadScan {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|f| f.name == name)
+            .and_then(|f| f.value.as_deref())
+    }
+}
+
+struct TestState {
+    closed: Vec<bool>,
+    verdict: Option<Verdict>,
+}
+
+impl TestState {
+    fn new(tests: &[RecordTest], verdict: Option<Verdict>) -> Self {
+        TestState {
+            closed: vec![false; tests.len()],
+            verdict,
+        }
+    }
+
+    fn settled(&self) -> bool {
+        self.verdict.is_some() || self.closed.iter().all(|c| *c)
+    }
+
+    fn apply(&mut self, tests: &[RecordTest], record: &Value, line: u64) {
+        if self.verdict.is_some() {
+            return;
+        }
+        for (i, t) in tests.iter().enumerate() {
+            if self.closed[i] || !t.when.as_ref().is_none_or(|w| w.holds(record)) {
+                continue;
+            }
+            if t.first_only {
+                self.closed[i] = true;
+            }
+            if t.test.holds(record) {
+                self.verdict = Some(Verdict {
+                    reason: t.describe.clone(),
+                    line: Some(line),
+                });
+                return;
+            }
+        }
+    }
+}
+
+/// `rel_path` is the path relative to the store root (`/`-separated), used by subagent path globs.
+pub fn scan_head<R: Read>(
+    rule: &RuleSet,
+    file_name: &str,
+    rel_path: &str,
+    reader: R,
+) -> io::Result<HeadScan> {
+    let mut fields: Vec<FieldResult> = rule
+        .fields
+        .iter()
+        .map(|f| {
+            let mut r = FieldResult {
+                name: f.name.clone(),
+                value: None,
+                source: None,
+                line: None,
+                first_seen: vec![None; f.sources.len()],
+            };
+            // File-name sources need no reading; they count only if no earlier source yields a value.
+            for (i, s) in f.sources.iter().enumerate() {
+                if let SourceKind::Filename(re) = &s.kind {
+                    if let Some(v) = crate::rules::capture(re, file_name) {
+                        r.value = Some(v);
+                        r.source = Some(i);
+                        break;
+                    }
+                }
+            }
+            r
+        })
+        .collect();
+    // closed[f][s]: source s of field f can no longer give a value (first_only consumed, or file name).
+    let mut closed: Vec<Vec<bool>> = rule
+        .fields
+        .iter()
+        .map(|f| {
+            f.sources
+                .iter()
+                .map(|s| matches!(s.kind, SourceKind::Filename(_)))
+                .collect()
+        })
+        .collect();
+
+    let path_verdict = rule.subagent_paths.as_ref().and_then(|set| {
+        set.matches(rel_path).first().map(|&i| Verdict {
+            reason: format!("path matches {}", rule.subagent_path_patterns[i]),
+            line: None,
+        })
+    });
+    let mut subagent = TestState::new(&rule.subagent_records, path_verdict);
+    let mut excluded = TestState::new(&rule.exclude_when, None);
+
+    let field_settled = |fields: &[FieldResult], closed: &[Vec<bool>], i: usize| {
+        let best = fields[i].source.unwrap_or(closed[i].len());
+        closed[i][..best].iter().all(|c| *c)
+    };
+    let all_settled =
+        |fields: &[FieldResult], closed: &[Vec<bool>], sub: &TestState, exc: &TestState| {
+            (0..fields.len()).all(|i| field_settled(fields, closed, i))
+                && sub.settled()
+                && exc.settled()
+        };
+
+    let mut reader = LineReader::new(reader.take(rule.head.max_bytes));
+    let mut records = 0u32;
+    let mut skipped_lines = 0u32;
+    while records < rule.head.max_records && !all_settled(&fields, &closed, &subagent, &excluded) {
+        let Some(line) = reader.next_line()? else {
+            break;
+        };
+        let Some(record) = parse_object(line.bytes) else {
+            skipped_lines += 1;
+            continue;
+        };
+        let line_no = line.number;
+        records += 1;
+        for (fi, field) in rule.fields.iter().enumerate() {
+            if field_settled(&fields, &closed, fi) {
+                continue;
+            }
+            let best = fields[fi].source.unwrap_or(field.sources.len());
+            for (si, source) in field.sources.iter().enumerate().take(best) {
+                if closed[fi][si] {
+                    continue;
+                }
+                if !source.when.as_ref().is_none_or(|w| w.holds(&record)) {
+                    continue;
+                }
+                fields[fi].first_seen[si].get_or_insert(line_no);
+                if source.first_only {
+                    closed[fi][si] = true;
+                }
+                if let Some(v) = source.extract(&record) {
+                    fields[fi].value = Some(v);
+                    fields[fi].source = Some(si);
+                    fields[fi].line = Some(line_no);
+                    break;
+                }
+            }
+        }
+        subagent.apply(&rule.subagent_records, &record, line_no);
+        excluded.apply(&rule.exclude_when, &record, line_no);
+    }
+    Ok(HeadScan {
+        fields,
+        subagent: subagent.verdict,
+        excluded: excluded.verdict,
+        records,
+        skipped_lines,
+        bytes_read: reader.bytes_read(),
+    })
+}

@@ -1,0 +1,56 @@
+//! Maps a session's cwd to the repo whose wiki it belongs to: the nearest ancestor holding a `.almanac/`
+//! directory, so a nested repo wins over its parent. The global `ALMANAC_HOME` is never a repo wiki.
+
+use crate::util::paths::normalize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub struct RepoMapper {
+    almanac_home: PathBuf,
+    almanac_home_canonical: Option<PathBuf>,
+    cache: HashMap<PathBuf, Option<PathBuf>>,
+}
+
+impl RepoMapper {
+    pub fn new(almanac_home: &Path) -> Self {
+        RepoMapper {
+            almanac_home: normalize(almanac_home),
+            almanac_home_canonical: almanac_home.canonicalize().ok(),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// The repo root for `cwd`, or None when cwd is relative or no ancestor has `.almanac/`.
+    pub fn map(&mut self, cwd: &str) -> Option<PathBuf> {
+        let cwd = Path::new(cwd);
+        if !cwd.is_absolute() {
+            return None;
+        }
+        self.find(&normalize(cwd))
+    }
+
+    fn find(&mut self, dir: &Path) -> Option<PathBuf> {
+        if let Some(hit) = self.cache.get(dir) {
+            return hit.clone();
+        }
+        let wiki = dir.join(".almanac");
+        let found = if wiki.is_dir() && !self.is_global(&wiki) {
+            Some(dir.to_path_buf())
+        } else {
+            match dir.parent() {
+                Some(parent) => self.find(parent),
+                None => None,
+            }
+        };
+        self.cache.insert(dir.to_path_buf(), found.clone());
+        found
+    }
+
+    fn is_global(&self, wiki: &Path) -> bool {
+        wiki == self.almanac_home
+            || self
+                .almanac_home_canonical
+                .as_ref()
+                .is_some_and(|c| wiki.canonicalize().ok().as_ref() == Some(c))
+    }
+}

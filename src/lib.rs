@@ -1,0 +1,14 @@
+//! almanac: keeps a repository's `.almanac/` wiki up to date from coding-agent transcripts.
+//!
+//! Stages, one module each: `rules` (load, validate, compile), `discover` (walk stores, read heads, map
+//! repos), `policy` (pure eligibility), `sweep` (gather, decide, act), `cli` (arguments and rendering).
+
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod discover;
+pub mod init;
+pub mod policy;
+pub mod rules;
+pub mod sweep;
+pub mod util;

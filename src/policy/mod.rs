@@ -1,0 +1,290 @@
+//! Eligibility: a pure function from facts about one transcript (no I/O) and the sweep's settings to a
+//! decision with a stable reason code. The checks, their order and their parameters come from
+//! `rules/policy.yaml`.
+
+use crate::rules::{CheckKind, Policy};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// What the sweep knows about a transcript when it asks the policy.
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    pub app: &'a str,
+    pub session_id: Option<&'a str>,
+    pub cwd: Option<&'a str>,
+    pub repo: Option<&'a Path>,
+    /// Set when one of the rule set's `exclude_when` tests held.
+    pub excluded_by: Option<&'a str>,
+    pub mtime: DateTime<Utc>,
+    pub size: u64,
+    /// Bytes already captured (the ledger cursor); 0 when never captured.
+    pub captured_bytes: u64,
+}
+
+/// Settings for one sweep, from flags and config.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub now: DateTime<Utc>,
+    pub capture_since: Option<DateTime<Utc>>,
+    /// `--quiet`: wins over everything.
+    pub quiet_flag: Option<Duration>,
+    /// `[automation.capture] quiet`: wins over the policy's default, not over its per-app values.
+    pub quiet_config: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Eligible,
+    Skip(&'static str),
+}
+
+/// One check as evaluated, for `rules explain`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub check: &'static str,
+    pub enabled: bool,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// The quiet window that applies to `app`: `--quiet`, else the policy's per-app value, else the config
+/// value, else the policy's default.
+pub fn quiet_window(
+    quiet: Duration,
+    apps: &std::collections::BTreeMap<String, Duration>,
+    app: &str,
+    s: &Settings,
+) -> Duration {
+    s.quiet_flag
+        .or_else(|| apps.get(app).copied())
+        .or(s.quiet_config)
+        .unwrap_or(quiet)
+}
+
+pub fn decide(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, Vec<Step>) {
+    let mut steps = Vec::new();
+    let mut decision = Decision::Eligible;
+    for check in &policy.checks {
+        let (passed, detail) = evaluate(&check.kind, f, s);
+        let code = check.kind.code();
+        steps.push(Step {
+            check: code,
+            enabled: check.enabled,
+            passed,
+            detail,
+        });
+        if check.enabled && !passed && decision == Decision::Eligible {
+            decision = Decision::Skip(code);
+        }
+    }
+    (decision, steps)
+}
+
+fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
+    match kind {
+        CheckKind::NoSessionId => match f.session_id {
+            Some(id) => (true, format!("session id {id}")),
+            None => (false, "no session id in the head or the file name".into()),
+        },
+        CheckKind::NoCwd => match f.cwd {
+            Some(c) => (true, format!("cwd {c}")),
+            None => (false, "no cwd in the head of the transcript".into()),
+        },
+        CheckKind::NoAlmanacRepo => match (f.repo, f.cwd) {
+            (Some(r), _) => (true, format!("repo {}", r.display())),
+            (None, Some(c)) => (
+                false,
+                format!("no directory holding .almanac/ at or above {c}"),
+            ),
+            (None, None) => (false, "no cwd to map".into()),
+        },
+        CheckKind::ExcludedByRule => match f.excluded_by {
+            Some(why) => (false, format!("exclude_when: {why}")),
+            None => (true, "no exclude_when test holds".into()),
+        },
+        CheckKind::BeforeAutomationActivation => match s.capture_since {
+            None => (true, "no [automation] capture_since set".into()),
+            Some(since) if f.mtime < since => (
+                false,
+                format!(
+                    "modified {} before capture_since {}",
+                    iso(f.mtime),
+                    iso(since)
+                ),
+            ),
+            Some(since) => (
+                true,
+                format!(
+                    "modified {} at or after capture_since {}",
+                    iso(f.mtime),
+                    iso(since)
+                ),
+            ),
+        },
+        CheckKind::QuietWindow { quiet, apps } => {
+            let window = quiet_window(*quiet, apps, f.app, s);
+            let idle = s.now.signed_duration_since(f.mtime);
+            let idle_std = idle.to_std().unwrap_or(Duration::ZERO);
+            let w = crate::util::duration::format_duration(window);
+            if idle.num_milliseconds() < 0 || idle_std < window {
+                (
+                    false,
+                    format!(
+                        "modified {} ago, within the {w} quiet window",
+                        crate::util::duration::format_duration(idle_std)
+                    ),
+                )
+            } else {
+                (
+                    true,
+                    format!(
+                        "quiet for {} (window {w})",
+                        crate::util::duration::format_duration(idle_std)
+                    ),
+                )
+            }
+        }
+        CheckKind::Unchanged => {
+            if f.size <= f.captured_bytes {
+                (
+                    false,
+                    format!("size {} <= captured {}", f.size, f.captured_bytes),
+                )
+            } else {
+                (true, format!("{} new bytes", f.size - f.captured_bytes))
+            }
+        }
+    }
+}
+
+pub fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{Check, Origin};
+    use std::collections::BTreeMap;
+
+    fn policy() -> Policy {
+        crate::rules::load(&[]).unwrap().policy
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn facts<'a>(repo: Option<&'a Path>, mtime: &str) -> Facts<'a> {
+        Facts {
+            app: "codex",
+            session_id: Some("s1"),
+            cwd: Some("/r"),
+            repo,
+            excluded_by: None,
+            mtime: at(mtime),
+            size: 100,
+            captured_bytes: 0,
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            now: at("2026-05-11T12:00:00Z"),
+            capture_since: None,
+            quiet_flag: None,
+            quiet_config: None,
+        }
+    }
+
+    #[test]
+    fn order_and_reasons() {
+        let p = policy();
+        let repo = Path::new("/r");
+        assert_eq!(
+            decide(&p, &facts(Some(repo), "2026-05-11T10:00:00Z"), &settings()).0,
+            Decision::Eligible
+        );
+        assert_eq!(
+            decide(&p, &facts(None, "2026-05-11T10:00:00Z"), &settings()).0,
+            Decision::Skip("no-almanac-repo")
+        );
+        // Exactly quiet-old is eligible; a minute less is not.
+        assert_eq!(
+            decide(&p, &facts(Some(repo), "2026-05-11T11:15:00Z"), &settings()).0,
+            Decision::Eligible
+        );
+        assert_eq!(
+            decide(&p, &facts(Some(repo), "2026-05-11T11:16:00Z"), &settings()).0,
+            Decision::Skip("quiet-window")
+        );
+        let mut s = settings();
+        s.capture_since = Some(at("2026-05-11T11:00:00Z"));
+        assert_eq!(
+            decide(&p, &facts(Some(repo), "2026-05-11T10:00:00Z"), &s).0,
+            Decision::Skip("before-automation-activation")
+        );
+        let mut f = facts(Some(repo), "2026-05-11T10:00:00Z");
+        f.captured_bytes = 100;
+        assert_eq!(decide(&p, &f, &settings()).0, Decision::Skip("unchanged"));
+    }
+
+    #[test]
+    fn quiet_precedence_flag_then_app_then_config_then_default() {
+        let mut apps = BTreeMap::new();
+        apps.insert("codex".to_string(), Duration::from_secs(60));
+        let q = Duration::from_secs(2700);
+        let mut s = settings();
+        assert_eq!(quiet_window(q, &apps, "claude", &s), q);
+        s.quiet_config = Some(Duration::from_secs(600));
+        assert_eq!(
+            quiet_window(q, &apps, "claude", &s),
+            Duration::from_secs(600)
+        );
+        assert_eq!(quiet_window(q, &apps, "codex", &s), Duration::from_secs(60));
+        s.quiet_flag = Some(Duration::ZERO);
+        assert_eq!(quiet_window(q, &apps, "codex", &s), Duration::ZERO);
+    }
+
+    #[test]
+    fn disabled_checks_do_not_skip_and_order_is_data() {
+        let mut p = policy();
+        for c in &mut p.checks {
+            if c.kind.code() == "quiet-window" {
+                c.enabled = false;
+            }
+        }
+        let repo = Path::new("/r");
+        assert_eq!(
+            decide(&p, &facts(Some(repo), "2026-05-11T11:59:00Z"), &settings()).0,
+            Decision::Eligible
+        );
+        // Put unchanged before quiet-window: an unchanged, active file reports unchanged.
+        let p2 = Policy {
+            origin: Origin::Builtin("test"),
+            checks: vec![
+                Check {
+                    kind: CheckKind::NoSessionId,
+                    enabled: true,
+                },
+                Check {
+                    kind: CheckKind::Unchanged,
+                    enabled: true,
+                },
+                Check {
+                    kind: CheckKind::QuietWindow {
+                        quiet: Duration::from_secs(2700),
+                        apps: BTreeMap::new(),
+                    },
+                    enabled: true,
+                },
+            ],
+        };
+        let mut f = facts(Some(repo), "2026-05-11T11:59:00Z");
+        f.captured_bytes = 100;
+        assert_eq!(decide(&p2, &f, &settings()).0, Decision::Skip("unchanged"));
+    }
+}

@@ -1,0 +1,415 @@
+//! Raw rule structs -> compiled rules. Each problem becomes a diagnostic naming the field; compilation
+//! keeps going so that one run reports everything.
+
+use super::compiled::*;
+use super::raw::*;
+use super::Diagnostic;
+use crate::util::duration::{parse_duration, parse_size};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use regex::{Regex, RegexBuilder};
+use std::collections::BTreeMap;
+
+const DEFAULT_HEAD: HeadLimits = HeadLimits {
+    max_records: 50,
+    max_bytes: 16 << 20,
+};
+
+struct Ctx<'a> {
+    file: String,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, field: impl Into<String>, message: impl Into<String>, help: &str) {
+        self.diags.push(Diagnostic {
+            file: self.file.clone(),
+            field: field.into(),
+            message: message.into(),
+            help: Some(help.to_string()),
+        });
+    }
+
+    fn path(&mut self, field: &str, text: &str) -> Option<JsonPath> {
+        JsonPath::parse(text)
+            .map_err(|e| {
+                self.err(
+                    field,
+                    e,
+                    "JSONPath starts with $, e.g. $.sessionId or $.payload.source.subagent",
+                )
+            })
+            .ok()
+    }
+
+    fn regex(&mut self, field: &str, text: &str) -> Option<Regex> {
+        RegexBuilder::new(text)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| {
+                let first = e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                self.err(
+                    field,
+                    format!("invalid regex \"{text}\": {first}"),
+                    "regexes use Rust regex syntax (no look-around or back-references)",
+                )
+            })
+            .ok()
+    }
+
+    fn globs(&mut self, field: &str, patterns: &[String]) -> Option<GlobSet> {
+        let mut b = GlobSetBuilder::new();
+        let mut ok = true;
+        for (i, p) in patterns.iter().enumerate() {
+            match GlobBuilder::new(p).literal_separator(true).build() {
+                Ok(g) => {
+                    b.add(g);
+                }
+                Err(e) => {
+                    ok = false;
+                    let kind = e.kind().to_string();
+                    self.err(
+                        format!("{field}[{i}]"),
+                        format!("invalid glob \"{p}\": {kind}"),
+                        "globs are relative to the store root; * stays within one directory, ** crosses directories",
+                    );
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        b.build().ok()
+    }
+}
+
+pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<RuleSet> {
+    let before = diags.len();
+    let mut cx = Ctx {
+        file: origin.to_string(),
+        diags,
+    };
+
+    let mut stores = Vec::new();
+    for (i, s) in raw.stores.iter().enumerate() {
+        let include = cx.globs(&format!("stores[{i}].include"), &s.include);
+        let exclude = cx.globs(&format!("stores[{i}].exclude"), &s.exclude);
+        for (j, r) in s.roots.iter().enumerate() {
+            if r.env.is_none() && r.default.is_empty() {
+                cx.err(
+                    format!("stores[{i}].roots[{j}]"),
+                    "a root needs `env` or `default`",
+                    "e.g. {env: CODEX_HOME, default: [\"~/.codex\"], join: sessions}",
+                );
+            }
+        }
+        if let (Some(include), Some(exclude)) = (include, exclude) {
+            stores.push(Store {
+                name: s.name.clone(),
+                roots: s
+                    .roots
+                    .iter()
+                    .map(|r| RootSpec {
+                        env: r.env.clone(),
+                        split: r.split.clone(),
+                        default: r.default.clone(),
+                        join: r.join.clone(),
+                    })
+                    .collect(),
+                include,
+                include_patterns: s.include.clone(),
+                exclude,
+                exclude_patterns: s.exclude.clone(),
+                follow_symlinks: s.follow_symlinks.unwrap_or(true),
+            });
+        }
+    }
+
+    let mut head = DEFAULT_HEAD;
+    if let Some(n) = raw.head.max_records {
+        head.max_records = n;
+    }
+    match &raw.head.max_bytes {
+        None => {}
+        Some(SizeValue::Bytes(n)) => head.max_bytes = *n,
+        Some(SizeValue::Text(t)) => match parse_size(t) {
+            Ok(n) => head.max_bytes = n,
+            Err(e) => cx.err("head.max_bytes", e, "write a size like 16MiB"),
+        },
+    }
+
+    let mut fields = Vec::new();
+    for (name, sources) in &raw.fields {
+        let mut compiled = Vec::new();
+        for (i, s) in sources.iter().enumerate() {
+            if let Some(src) = source(&mut cx, &format!("fields.{name}[{i}]"), s) {
+                compiled.push(src);
+            }
+        }
+        fields.push(Field {
+            name: name.clone(),
+            sources: compiled,
+        });
+    }
+    // session_id and cwd first, so reports list them first; the rest keep their order.
+    fields.sort_by_key(|f| match f.name.as_str() {
+        "session_id" => 0,
+        "cwd" => 1,
+        _ => 2,
+    });
+
+    let subagent_paths = if raw.subagent.paths.is_empty() {
+        None
+    } else {
+        cx.globs("subagent.paths", &raw.subagent.paths)
+    };
+    let subagent_records = record_tests(&mut cx, "subagent.records", &raw.subagent.records);
+    let exclude_when = record_tests(&mut cx, "exclude_when", &raw.exclude_when);
+
+    if cx.diags.len() > before {
+        return None;
+    }
+    Some(RuleSet {
+        name: raw.name.clone().unwrap_or_else(|| raw.id.clone()),
+        id: raw.id,
+        origin,
+        stores,
+        head,
+        fields,
+        subagent_paths,
+        subagent_path_patterns: raw.subagent.paths,
+        subagent_records,
+        exclude_when,
+    })
+}
+
+fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
+    let when = s
+        .when
+        .as_ref()
+        .and_then(|w| predicate(cx, &format!("{field}.when"), w));
+    let (kind, what) = match (&s.value, &s.filename) {
+        (Some(v), None) => {
+            let path = cx.path(&format!("{field}.value"), v);
+            let regex = s
+                .regex
+                .as_ref()
+                .and_then(|r| cx.regex(&format!("{field}.regex"), r));
+            if s.regex.is_some() && regex.is_none() {
+                return None;
+            }
+            let what = match &s.regex {
+                Some(r) => format!("{v} ~ /{r}/"),
+                None => v.clone(),
+            };
+            (SourceKind::Record { path: path?, regex }, what)
+        }
+        (None, Some(f)) => {
+            if s.when.is_some() || s.regex.is_some() || s.first_only {
+                cx.err(
+                    field,
+                    "a filename source takes no `when`, `regex` or `first_only`",
+                    "put the whole pattern in `filename`",
+                );
+                return None;
+            }
+            (
+                SourceKind::Filename(cx.regex(&format!("{field}.filename"), f)?),
+                format!("file name ~ /{f}/"),
+            )
+        }
+        _ => {
+            cx.err(
+                field,
+                "a source has exactly one of `value` or `filename`",
+                "see the README section \"Rule language\"",
+            );
+            return None;
+        }
+    };
+    if s.when.is_some() && when.is_none() {
+        return None;
+    }
+    let mut describe = what;
+    if let Some(w) = &when {
+        describe = format!("{describe} where {w}");
+    }
+    if s.first_only {
+        describe.push_str(" (first such record only)");
+    }
+    Some(Source {
+        when,
+        first_only: s.first_only,
+        kind,
+        describe,
+    })
+}
+
+fn record_tests(cx: &mut Ctx<'_>, field: &str, tests: &[RawRecordTest]) -> Vec<RecordTest> {
+    let mut out = Vec::new();
+    for (i, t) in tests.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let when = t
+            .when
+            .as_ref()
+            .map(|w| predicate(cx, &format!("{f}.when"), w));
+        let test = predicate(cx, &format!("{f}.test"), &t.test);
+        let when = match when {
+            None => None,
+            Some(Some(w)) => Some(w),
+            Some(None) => continue,
+        };
+        let Some(test) = test else { continue };
+        let mut describe = format!("{test}");
+        if let Some(w) = &when {
+            describe = format!("{describe} on records where {w}");
+        }
+        if t.first_only {
+            describe.push_str(" (first such record only)");
+        }
+        out.push(RecordTest {
+            when,
+            first_only: t.first_only,
+            test,
+            describe,
+        });
+    }
+    out
+}
+
+fn predicate(cx: &mut Ctx<'_>, field: &str, p: &RawPredicate) -> Option<Predicate> {
+    Some(match p {
+        RawPredicate::Exists(path) => Predicate::Exists(cx.path(&format!("{field}.exists"), path)?),
+        RawPredicate::Missing(path) => {
+            Predicate::Missing(cx.path(&format!("{field}.missing"), path)?)
+        }
+        RawPredicate::Equals(pv) => Predicate::Equals(
+            cx.path(&format!("{field}.equals.path"), &pv.path)?,
+            pv.value.clone(),
+        ),
+        RawPredicate::In(pv) => Predicate::In(
+            cx.path(&format!("{field}.in.path"), &pv.path)?,
+            pv.values.clone(),
+        ),
+        RawPredicate::Matches(pr) => {
+            let path = cx.path(&format!("{field}.matches.path"), &pr.path);
+            let re = cx.regex(&format!("{field}.matches.regex"), &pr.regex);
+            Predicate::Matches(path?, re?)
+        }
+        RawPredicate::All(ps) => Predicate::All(predicates(cx, &format!("{field}.all"), ps)?),
+        RawPredicate::Any(ps) => Predicate::Any(predicates(cx, &format!("{field}.any"), ps)?),
+        RawPredicate::Not(p) => {
+            Predicate::Not(Box::new(predicate(cx, &format!("{field}.not"), p)?))
+        }
+    })
+}
+
+fn predicates(cx: &mut Ctx<'_>, field: &str, ps: &[RawPredicate]) -> Option<Vec<Predicate>> {
+    let compiled: Vec<Option<Predicate>> = ps
+        .iter()
+        .enumerate()
+        .map(|(i, p)| predicate(cx, &format!("{field}[{i}]"), p))
+        .collect();
+    compiled.into_iter().collect()
+}
+
+pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<Policy> {
+    let before = diags.len();
+    let mut cx = Ctx {
+        file: origin.to_string(),
+        diags,
+    };
+    let mut checks = Vec::new();
+    for (i, c) in raw.checks.iter().enumerate() {
+        let field = format!("checks[{i}]");
+        let enabled = c.enabled.unwrap_or(true);
+        if c.check != "quiet-window" && (c.quiet.is_some() || !c.apps.is_empty()) {
+            cx.err(
+                &field,
+                format!("`quiet` and `apps` belong to quiet-window, not {}", c.check),
+                "move them to the quiet-window check",
+            );
+        }
+        let kind = match c.check.as_str() {
+            "no-session-id" => CheckKind::NoSessionId,
+            "no-cwd" => CheckKind::NoCwd,
+            "no-almanac-repo" => CheckKind::NoAlmanacRepo,
+            "excluded-by-rule" => CheckKind::ExcludedByRule,
+            "before-automation-activation" => CheckKind::BeforeAutomationActivation,
+            "unchanged" => CheckKind::Unchanged,
+            "quiet-window" => {
+                let quiet = match c.quiet.as_deref().map(parse_duration) {
+                    None => std::time::Duration::from_secs(45 * 60),
+                    Some(Ok(d)) => d,
+                    Some(Err(e)) => {
+                        cx.err(format!("{field}.quiet"), e, "write a duration like 45m");
+                        continue;
+                    }
+                };
+                let mut apps = BTreeMap::new();
+                for (app, d) in &c.apps {
+                    match parse_duration(d) {
+                        Ok(d) => {
+                            apps.insert(app.clone(), d);
+                        }
+                        Err(e) => cx.err(
+                            format!("{field}.apps.{app}"),
+                            e,
+                            "write a duration like 45m",
+                        ),
+                    }
+                }
+                CheckKind::QuietWindow { quiet, apps }
+            }
+            other => {
+                cx.err(
+                    format!("{field}.check"),
+                    format!("unknown check \"{other}\""),
+                    "see schemas/policy.schema.json for the checks",
+                );
+                continue;
+            }
+        };
+        if !enabled
+            && matches!(
+                kind,
+                CheckKind::NoSessionId | CheckKind::NoCwd | CheckKind::NoAlmanacRepo
+            )
+        {
+            cx.err(
+                format!("{field}.enabled"),
+                format!(
+                    "{} cannot be disabled: a capture needs a session id and a repo",
+                    kind.code()
+                ),
+                "remove `enabled: false`",
+            );
+        }
+        if checks.iter().any(|k: &Check| k.kind.code() == kind.code()) {
+            cx.err(
+                format!("{field}.check"),
+                format!("check \"{}\" is listed twice", kind.code()),
+                "keep one entry per check",
+            );
+        }
+        checks.push(Check { kind, enabled });
+    }
+    for required in ["no-session-id", "no-cwd", "no-almanac-repo"] {
+        if !checks.iter().any(|c| c.kind.code() == required) {
+            cx.err(
+                "checks",
+                format!("the policy must list \"{required}\""),
+                "a capture needs a session id and a repo; add the check",
+            );
+        }
+    }
+    if cx.diags.len() > before {
+        return None;
+    }
+    Some(Policy { origin, checks })
+}

@@ -1,0 +1,257 @@
+//! What the engine runs: rule sets with globs built, JSONPaths parsed once and regexes compiled.
+
+use globset::GlobSet;
+use jsonpath_rust::parser::model::JpQuery;
+use regex::Regex;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a rule set or policy came from, for messages.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    Builtin(&'static str),
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Builtin(name) => write!(f, "{name} (built in)"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RuleSet {
+    pub id: String,
+    pub name: String,
+    pub origin: Origin,
+    pub stores: Vec<Store>,
+    pub head: HeadLimits,
+    /// Fields in rule-file order; `session_id` and `cwd` are always present.
+    pub fields: Vec<Field>,
+    pub subagent_paths: Option<GlobSet>,
+    pub subagent_path_patterns: Vec<String>,
+    pub subagent_records: Vec<RecordTest>,
+    pub exclude_when: Vec<RecordTest>,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    pub name: String,
+    pub roots: Vec<RootSpec>,
+    pub include: GlobSet,
+    pub include_patterns: Vec<String>,
+    pub exclude: GlobSet,
+    pub exclude_patterns: Vec<String>,
+    pub follow_symlinks: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RootSpec {
+    pub env: Option<String>,
+    pub split: Option<String>,
+    pub default: Vec<String>,
+    pub join: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    pub max_records: u32,
+    pub max_bytes: u64,
+}
+
+#[derive(Debug)]
+pub struct Field {
+    pub name: String,
+    pub sources: Vec<Source>,
+}
+
+#[derive(Debug)]
+pub struct Source {
+    pub when: Option<Predicate>,
+    pub first_only: bool,
+    pub kind: SourceKind,
+    /// One line describing the source, for `rules explain`.
+    pub describe: String,
+}
+
+#[derive(Debug)]
+pub enum SourceKind {
+    Record {
+        path: JsonPath,
+        regex: Option<Regex>,
+    },
+    Filename(Regex),
+}
+
+#[derive(Debug)]
+pub struct RecordTest {
+    pub when: Option<Predicate>,
+    pub first_only: bool,
+    pub test: Predicate,
+    pub describe: String,
+}
+
+/// A JSONPath parsed once at load time, with its text kept for messages.
+#[derive(Debug)]
+pub struct JsonPath {
+    pub text: String,
+    query: JpQuery,
+}
+
+impl JsonPath {
+    pub fn parse(text: &str) -> Result<JsonPath, String> {
+        let query = jsonpath_rust::parser::parse_json_path(text).map_err(|e| {
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("").trim().to_string();
+            format!("invalid JSONPath \"{text}\": {first}")
+        })?;
+        Ok(JsonPath {
+            text: text.to_string(),
+            query,
+        })
+    }
+
+    /// Every node the path selects in `record`.
+    pub fn select<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
+        match jsonpath_rust::query::js_path_process(&self.query, record) {
+            Ok(refs) => refs.into_iter().map(|r| r.val()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Predicate {
+    Exists(JsonPath),
+    Missing(JsonPath),
+    Equals(JsonPath, Value),
+    In(JsonPath, Vec<Value>),
+    Matches(JsonPath, Regex),
+    All(Vec<Predicate>),
+    Any(Vec<Predicate>),
+    Not(Box<Predicate>),
+}
+
+impl Predicate {
+    pub fn holds(&self, record: &Value) -> bool {
+        match self {
+            Predicate::Exists(p) => !p.select(record).is_empty(),
+            Predicate::Missing(p) => p.select(record).is_empty(),
+            Predicate::Equals(p, v) => p.select(record).into_iter().any(|x| x == v),
+            Predicate::In(p, vs) => p.select(record).into_iter().any(|x| vs.contains(x)),
+            Predicate::Matches(p, re) => p
+                .select(record)
+                .into_iter()
+                .any(|x| x.as_str().is_some_and(|s| re.is_match(s))),
+            Predicate::All(ps) => ps.iter().all(|p| p.holds(record)),
+            Predicate::Any(ps) => ps.iter().any(|p| p.holds(record)),
+            Predicate::Not(p) => !p.holds(record),
+        }
+    }
+}
+
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |f: &mut fmt::Formatter<'_>, op: &str, ps: &[Predicate]| {
+            write!(f, "{op}(")?;
+            for (i, p) in ps.iter().enumerate() {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                write!(f, "{p}")?;
+            }
+            write!(f, ")")
+        };
+        match self {
+            Predicate::Exists(p) => write!(f, "exists {}", p.text),
+            Predicate::Missing(p) => write!(f, "missing {}", p.text),
+            Predicate::Equals(p, v) => write!(f, "{} == {v}", p.text),
+            Predicate::In(p, vs) => write!(f, "{} in {}", p.text, Value::Array(vs.clone())),
+            Predicate::Matches(p, re) => write!(f, "{} ~ /{}/", p.text, re.as_str()),
+            Predicate::All(ps) => list(f, "all", ps),
+            Predicate::Any(ps) => list(f, "any", ps),
+            Predicate::Not(p) => write!(f, "not({p})"),
+        }
+    }
+}
+
+impl Source {
+    /// The value this source reads from `record`, if any: the first non-empty string (or number).
+    pub fn extract(&self, record: &Value) -> Option<String> {
+        let SourceKind::Record { path, regex } = &self.kind else {
+            return None;
+        };
+        for node in path.select(record) {
+            let text = match node {
+                Value::String(s) if !s.is_empty() => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => continue,
+            };
+            match regex {
+                None => return Some(text),
+                Some(re) => {
+                    if let Some(v) = capture(re, &text) {
+                        return Some(v);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The first capture group of `re` in `text`, or the whole match when the regex has no group.
+pub fn capture(re: &Regex, text: &str) -> Option<String> {
+    let caps = re.captures(text)?;
+    let m = caps.get(1).or_else(|| caps.get(0))?;
+    let s = m.as_str().trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// The eligibility policy: ordered checks, data from `rules/policy.yaml`.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub origin: Origin,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub kind: CheckKind,
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckKind {
+    NoSessionId,
+    NoCwd,
+    NoAlmanacRepo,
+    ExcludedByRule,
+    BeforeAutomationActivation,
+    QuietWindow {
+        quiet: Duration,
+        apps: BTreeMap<String, Duration>,
+    },
+    Unchanged,
+}
+
+impl CheckKind {
+    /// The stable kebab-case reason code a failing check reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CheckKind::NoSessionId => "no-session-id",
+            CheckKind::NoCwd => "no-cwd",
+            CheckKind::NoAlmanacRepo => "no-almanac-repo",
+            CheckKind::ExcludedByRule => "excluded-by-rule",
+            CheckKind::BeforeAutomationActivation => "before-automation-activation",
+            CheckKind::QuietWindow { .. } => "quiet-window",
+            CheckKind::Unchanged => "unchanged",
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Rule sets and the eligibility policy: load (built-in, `$ALMANAC_HOME/rules`, `--rules-dir`), validate
+//! against the JSON Schemas, compile. Every problem in every file is collected before anything is reported.
+
+mod compile;
+pub mod compiled;
+pub mod raw;
+
+pub use compiled::*;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Built-in rule files, embedded so the binary works with no files on disk.
+pub const BUILTIN_RULES: &[(&str, &str)] = &[
+    ("rules/claude.yaml", include_str!("../../rules/claude.yaml")),
+    ("rules/codex.yaml", include_str!("../../rules/codex.yaml")),
+];
+pub const BUILTIN_POLICY: (&str, &str) =
+    ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
+pub const RULES_SCHEMA: &str = include_str!("../../schemas/rules.schema.json");
+pub const POLICY_SCHEMA: &str = include_str!("../../schemas/policy.schema.json");
+
+/// Rule files larger than this are refused before parsing: a rule set is a page of YAML.
+const MAX_RULE_FILE_BYTES: u64 = 1 << 20;
+
+/// One problem in one rule file, in the words a maintainer needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    /// The field, e.g. `stores[0].include[1]`; empty for whole-file problems.
+    pub field: String,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule file {}: ", self.file)?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(h) = &self.help {
+            write!(f, "\n  help: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// All rule sets and the policy, compiled.
+#[derive(Debug)]
+pub struct Catalog {
+    pub sets: Vec<RuleSet>,
+    pub policy: Policy,
+}
+
+impl Catalog {
+    pub fn get(&self, id: &str) -> Option<&RuleSet> {
+        self.sets.iter().find(|s| s.id == id)
+    }
+
+    pub fn ids(&self) -> Vec<&str> {
+        self.sets.iter().map(|s| s.id.as_str()).collect()
+    }
+}
+
+/// The rule-file directories in the order they override each other.
+pub fn rule_dirs(almanac_home: &Path, extra: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = vec![almanac_home.join("rules")];
+    if let Some(d) = extra {
+        dirs.push(d.to_path_buf());
+    }
+    dirs
+}
+
+/// Loads built-in rules, then every `*.yaml`/`*.yml` in `dirs` (a file with the same app id replaces the
+/// earlier set; `policy.yaml` replaces the policy). Returns every diagnostic from every file on failure.
+pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let mut sets: Vec<RuleSet> = Vec::new();
+    let mut policy = None;
+
+    for (name, src) in BUILTIN_RULES {
+        if let Some(set) = load_rule_set(src, Origin::Builtin(name), &mut diags) {
+            sets.push(set);
+        }
+    }
+    policy = policy.or_else(|| {
+        load_policy(
+            BUILTIN_POLICY.1,
+            Origin::Builtin(BUILTIN_POLICY.0),
+            &mut diags,
+        )
+    });
+
+    for dir in dirs {
+        let files = match list_rule_files(dir) {
+            Ok(f) => f,
+            Err(d) => {
+                diags.push(d);
+                continue;
+            }
+        };
+        for file in files {
+            let origin = Origin::File(file.clone());
+            let Some(src) = read_rule_file(&file, &mut diags) else {
+                continue;
+            };
+            if is_policy_file(&file) {
+                if let Some(p) = load_policy(&src, origin, &mut diags) {
+                    policy = Some(p);
+                }
+            } else if let Some(set) = load_rule_set(&src, origin, &mut diags) {
+                match sets.iter_mut().find(|s| s.id == set.id) {
+                    Some(existing) => *existing = set,
+                    None => sets.push(set),
+                }
+            }
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let policy = policy.expect("the built-in policy compiles");
+    Ok(Catalog { sets, policy })
+}
+
+/// Validates the given files on their own (no built-ins), collecting every problem.
+pub fn validate_files(files: &[PathBuf]) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    for file in files {
+        let Some(src) = read_rule_file(file, &mut diags) else {
+            continue;
+        };
+        let origin = Origin::File(file.clone());
+        if is_policy_file(file) {
+            load_policy(&src, origin, &mut diags);
+        } else {
+            load_rule_set(&src, origin, &mut diags);
+        }
+    }
+    diags
+}
+
+pub fn is_policy_file(path: &Path) -> bool {
+    path.file_stem().is_some_and(|s| s == "policy")
+}
+
+fn list_rule_files(dir: &Path) -> Result<Vec<PathBuf>, Diagnostic> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(Diagnostic {
+                file: dir.display().to_string(),
+                field: String::new(),
+                message: format!("cannot read the rules directory: {e}"),
+                help: Some("fix its permissions or remove it".into()),
+            })
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn read_rule_file(file: &Path, diags: &mut Vec<Diagnostic>) -> Option<String> {
+    let whole = |message: String, help: &str| Diagnostic {
+        file: file.display().to_string(),
+        field: String::new(),
+        message,
+        help: Some(help.into()),
+    };
+    match std::fs::metadata(file) {
+        Ok(m) if m.len() > MAX_RULE_FILE_BYTES => {
+            diags.push(whole(
+                format!(
+                    "is {} bytes; rule files are limited to {MAX_RULE_FILE_BYTES}",
+                    m.len()
+                ),
+                "a rule set is a page of YAML: check that this is the file you meant",
+            ));
+            return None;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            diags.push(whole(format!("cannot read: {e}"), "check the path"));
+            return None;
+        }
+    }
+    match std::fs::read_to_string(file) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            diags.push(whole(
+                format!("cannot read: {e}"),
+                "rule files must be UTF-8 text",
+            ));
+            None
+        }
+    }
+}
+
+fn validator(
+    schema_src: &'static str,
+    cell: &'static OnceLock<jsonschema::Validator>,
+) -> &'static jsonschema::Validator {
+    cell.get_or_init(|| {
+        let schema: serde_json::Value =
+            serde_json::from_str(schema_src).expect("embedded schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("embedded schema is valid")
+    })
+}
+
+pub fn rules_validator() -> &'static jsonschema::Validator {
+    static CELL: OnceLock<jsonschema::Validator> = OnceLock::new();
+    validator(RULES_SCHEMA, &CELL)
+}
+
+pub fn policy_validator() -> &'static jsonschema::Validator {
+    static CELL: OnceLock<jsonschema::Validator> = OnceLock::new();
+    validator(POLICY_SCHEMA, &CELL)
+}
+
+/// YAML -> JSON value -> schema check -> typed struct. `None` (with diagnostics) on any problem.
+fn parse_checked<T: serde::de::DeserializeOwned>(
+    src: &str,
+    origin: &Origin,
+    validator: &jsonschema::Validator,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<T> {
+    let file = origin.to_string();
+    let value: serde_json::Value = match serde_yaml::from_str(src) {
+        Ok(v) => v,
+        Err(e) => {
+            diags.push(Diagnostic {
+                file,
+                field: String::new(),
+                message: format!("not valid YAML: {e}"),
+                help: Some("check indentation and quoting at the position shown".into()),
+            });
+            return None;
+        }
+    };
+    let before = diags.len();
+    for err in validator.iter_errors(&value) {
+        let mut message = err.to_string();
+        if message.len() > 300 {
+            let cut = (0..=300)
+                .rev()
+                .find(|i| message.is_char_boundary(*i))
+                .unwrap_or(0);
+            message.truncate(cut);
+            message.push('…');
+        }
+        diags.push(Diagnostic {
+            file: file.clone(),
+            field: pointer_to_field(&err.instance_path().to_string()),
+            message,
+            help: Some(schema_help(&err.to_string())),
+        });
+    }
+    if diags.len() > before {
+        return None;
+    }
+    match serde_json::from_value::<T>(value) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            // The schema and the structs agree (a test checks it), so this is a bug if it happens.
+            // (yaml_serde reads enums as YAML tags, so the typed step goes through the JSON value.)
+            diags.push(Diagnostic {
+                file,
+                field: String::new(),
+                message: e.to_string(),
+                help: None,
+            });
+            None
+        }
+    }
+}
+
+fn schema_help(message: &str) -> String {
+    if message.contains("Additional properties") || message.contains("unexpected") {
+        "remove or correct the unknown key: a misspelt key would silently disable a rule".into()
+    } else if message.contains("is a required property") {
+        "add the missing key".into()
+    } else {
+        "see schemas/ and the README section \"Rule language\"".into()
+    }
+}
+
+/// `/stores/0/include/1` -> `stores[0].include[1]`.
+pub fn pointer_to_field(pointer: &str) -> String {
+    let mut out = String::new();
+    for seg in pointer.split('/').skip(1) {
+        let seg = seg.replace("~1", "/").replace("~0", "~");
+        if seg.chars().all(|c| c.is_ascii_digit()) && !seg.is_empty() {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&seg);
+        }
+    }
+    out
+}
+
+fn load_rule_set(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<RuleSet> {
+    let raw: raw::RawRuleSet = parse_checked(src, &origin, rules_validator(), diags)?;
+    compile::rule_set(raw, origin, diags)
+}
+
+fn load_policy(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<Policy> {
+    let raw: raw::RawPolicy = parse_checked(src, &origin, policy_validator(), diags)?;
+    compile::policy(raw, origin, diags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_compile() {
+        let cat = load(&[]).expect("built-in rules load");
+        assert_eq!(cat.ids(), vec!["claude", "codex"]);
+        assert!(cat.policy.checks.len() >= 4);
+    }
+
+    #[test]
+    fn pointer_fields_read_like_code() {
+        assert_eq!(
+            pointer_to_field("/stores/0/include/1"),
+            "stores[0].include[1]"
+        );
+        assert_eq!(pointer_to_field(""), "");
+        assert_eq!(
+            pointer_to_field("/fields/session_id/0/value"),
+            "fields.session_id[0].value"
+        );
+    }
+}

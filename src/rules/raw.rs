@@ -1,0 +1,135 @@
+//! Rule files as written: plain serde structs that mirror `schemas/*.schema.json`. Nothing here is
+//! executed; `compile.rs` turns these into what the engine runs.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuleSet {
+    pub id: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub stores: Vec<RawStore>,
+    #[serde(default)]
+    pub head: RawHead,
+    pub fields: BTreeMap<String, Vec<RawSource>>,
+    #[serde(default)]
+    pub subagent: RawSubagent,
+    #[serde(default)]
+    pub exclude_when: Vec<RawRecordTest>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub name: String,
+    pub roots: Vec<RawRoot>,
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub follow_symlinks: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoot {
+    pub env: Option<String>,
+    pub split: Option<String>,
+    #[serde(default)]
+    pub default: Vec<String>,
+    pub join: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHead {
+    pub max_records: Option<u32>,
+    pub max_bytes: Option<SizeValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    pub when: Option<RawPredicate>,
+    #[serde(default)]
+    pub first_only: bool,
+    pub value: Option<String>,
+    pub regex: Option<String>,
+    pub filename: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSubagent {
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub records: Vec<RawRecordTest>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRecordTest {
+    pub when: Option<RawPredicate>,
+    #[serde(default)]
+    pub first_only: bool,
+    pub test: RawPredicate,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RawPredicate {
+    Exists(String),
+    Missing(String),
+    Equals(RawPathValue),
+    In(RawPathValues),
+    Matches(RawPathRegex),
+    All(Vec<RawPredicate>),
+    Any(Vec<RawPredicate>),
+    Not(Box<RawPredicate>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPathValue {
+    pub path: String,
+    pub value: serde_json::Value,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPathValues {
+    pub path: String,
+    pub values: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPathRegex {
+    pub path: String,
+    pub regex: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    pub checks: Vec<RawCheck>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheck {
+    pub check: String,
+    pub enabled: Option<bool>,
+    pub quiet: Option<String>,
+    #[serde(default)]
+    pub apps: BTreeMap<String, String>,
+}

@@ -1,0 +1,164 @@
+//! The one JSONL line reader. Splits at the byte level on `\n` (never decodes the whole file), strips a
+//! UTF-8 BOM on line 1 and a trailing `\r`, and reports whether each line was terminated: an unterminated
+//! last line means the writer may be mid-append, so it never counts as a complete line.
+
+use std::io::{self, BufRead, BufReader, Read};
+
+pub struct LineReader<R: Read> {
+    inner: BufReader<R>,
+    buf: Vec<u8>,
+    next_start: u64,
+    line_no: u64,
+    bytes_read: u64,
+}
+
+pub struct LineRef<'a> {
+    /// 1-based line number.
+    pub number: u64,
+    /// Byte offset of the line's first byte.
+    pub start: u64,
+    /// Byte offset just past the line's `\n` (or past its last byte when unterminated).
+    pub end: u64,
+    /// Content without the `\n`, a trailing `\r` or (line 1) a BOM.
+    pub bytes: &'a [u8],
+    pub terminated: bool,
+}
+
+impl<R: Read> LineReader<R> {
+    pub fn new(inner: R) -> Self {
+        LineReader {
+            inner: BufReader::with_capacity(64 * 1024, inner),
+            buf: Vec::new(),
+            next_start: 0,
+            line_no: 0,
+            bytes_read: 0,
+        }
+    }
+
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    pub fn next_line(&mut self) -> io::Result<Option<LineRef<'_>>> {
+        self.buf.clear();
+        let n = self.inner.read_until(b'\n', &mut self.buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.bytes_read += n as u64;
+        self.line_no += 1;
+        let start = self.next_start;
+        self.next_start += n as u64;
+        let terminated = self.buf.last() == Some(&b'\n');
+        let mut content: &[u8] = &self.buf;
+        if terminated {
+            content = &content[..content.len() - 1];
+        }
+        if content.last() == Some(&b'\r') {
+            content = &content[..content.len() - 1];
+        }
+        if self.line_no == 1 && content.starts_with(b"\xEF\xBB\xBF") {
+            content = &content[3..];
+        }
+        Ok(Some(LineRef {
+            number: self.line_no,
+            start,
+            end: self.next_start,
+            bytes: content,
+            terminated,
+        }))
+    }
+}
+
+/// Parses one JSONL line into a JSON object. Blank lines, invalid JSON (including invalid UTF-8) and
+/// non-object values (arrays, strings, numbers) yield `None`; the caller counts them and moves on.
+pub fn parse_object(bytes: &[u8]) -> Option<serde_json::Value> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return None;
+    }
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v @ serde_json::Value::Object(_)) => Some(v),
+        _ => None,
+    }
+}
+
+/// Where complete lines end in a byte stream that starts at `start_offset` (a line boundary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompleteLines {
+    /// Number of `\n`-terminated lines after `start_offset`.
+    pub lines: u64,
+    /// Offset just past the last `\n` (equals `start_offset` when there is none).
+    pub end: u64,
+    pub bytes_read: u64,
+}
+
+/// Counts complete lines over fixed-size buffers: memory does not grow with the file.
+pub fn count_complete_lines<R: Read>(mut r: R, start_offset: u64) -> io::Result<CompleteLines> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut lines = 0;
+    let mut pos = start_offset;
+    let mut end = start_offset;
+    let mut bytes_read = 0;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        bytes_read += n as u64;
+        let chunk = &buf[..n];
+        if let Some(last) = memchr::memrchr(b'\n', chunk) {
+            lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
+            end = pos + last as u64 + 1;
+        }
+        pos += n as u64;
+    }
+    Ok(CompleteLines {
+        lines,
+        end,
+        bytes_read,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &[u8]) -> Vec<(u64, u64, u64, Vec<u8>, bool)> {
+        let mut r = LineReader::new(input);
+        let mut out = vec![];
+        while let Some(l) = r.next_line().unwrap() {
+            out.push((l.number, l.start, l.end, l.bytes.to_vec(), l.terminated));
+        }
+        out
+    }
+
+    #[test]
+    fn bom_crlf_and_partial_tail() {
+        let lines = collect(b"\xEF\xBB\xBF{\"a\":1}\r\n\n{\"b\"");
+        assert_eq!(lines[0], (1, 0, 12, b"{\"a\":1}".to_vec(), true));
+        assert_eq!(lines[1], (2, 12, 13, b"".to_vec(), true));
+        assert_eq!(lines[2], (3, 13, 17, b"{\"b\"".to_vec(), false));
+    }
+
+    #[test]
+    fn objects_only() {
+        assert!(parse_object(b"{\"a\":1}").is_some());
+        assert!(parse_object(b"[1,2]").is_none());
+        assert!(parse_object(b"\"str\"").is_none());
+        assert!(parse_object(b"42").is_none());
+        assert!(parse_object(b"   ").is_none());
+        assert!(parse_object(b"{\"a\":\"\xff\"}").is_none());
+    }
+
+    #[test]
+    fn complete_lines_exclude_unterminated_tail() {
+        let c = count_complete_lines(&b"a\nbb\nccc"[..], 0).unwrap();
+        assert_eq!((c.lines, c.end), (2, 5));
+        let c = count_complete_lines(&b"partial"[..], 10).unwrap();
+        assert_eq!((c.lines, c.end), (0, 10));
+        let c = count_complete_lines(&b""[..], 0).unwrap();
+        assert_eq!((c.lines, c.end), (0, 0));
+    }
+}

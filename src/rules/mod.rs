@@ -331,6 +331,90 @@ mod tests {
         assert!(cat.policy.checks.len() >= 4);
     }
 
+    /// Uses every key the schemas define; loading it proves the schema and the serde structs accept the
+    /// same keys (the schema rejects unknown keys, the structs deny them).
+    const KITCHEN_SINK: &str = r#"
+id: sink
+name: Sink
+description: every key
+stores:
+  - name: s
+    roots:
+      - { env: SINK_HOME, split: ",", default: ["~/.sink"], join: logs }
+    include: ["**/*.jsonl"]
+    exclude: ["**/tmp/**"]
+    follow_symlinks: false
+head: { max_records: 5, max_bytes: 1MiB }
+fields:
+  session_id:
+    - when: { all: [ { exists: "$.a" }, { not: { missing: "$.b" } } ] }
+      first_only: true
+      value: "$.id"
+      regex: "(.+)"
+    - filename: '^(.+)\.jsonl$'
+  cwd:
+    - when: { any: [ { equals: { path: "$.t", value: x } }, { in: { path: "$.t", values: [y, z] } } ] }
+      value: "$.cwd"
+subagent:
+  paths: ["**/sub/*.jsonl"]
+  records:
+    - when: { matches: { path: "$.t", regex: "^s" } }
+      first_only: true
+      test: { exists: "$.sidechain" }
+exclude_when:
+  - test: { missing: "$.x" }
+"#;
+
+    const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: excluded-by-rule\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n";
+
+    fn schema_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(serde_json::Value::Object(props)) = m.get("properties") {
+                    out.extend(props.keys().cloned());
+                }
+                m.values().for_each(|x| schema_keys(x, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| schema_keys(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn schema_and_structs_accept_the_same_keys() {
+        let mut diags = Vec::new();
+        let set = load_rule_set(KITCHEN_SINK, Origin::Builtin("sink"), &mut diags);
+        assert!(diags.is_empty(), "{diags:?}");
+        let set = set.unwrap();
+        assert_eq!(set.head.max_bytes, 1 << 20);
+        assert!(!set.stores[0].follow_symlinks);
+        let policy = load_policy(POLICY_SINK, Origin::Builtin("policy"), &mut diags);
+        assert!(diags.is_empty() && policy.is_some(), "{diags:?}");
+        // Every property the schemas define appears in the kitchen sinks above.
+        for (schema, sink) in [(RULES_SCHEMA, KITCHEN_SINK), (POLICY_SCHEMA, POLICY_SINK)] {
+            let mut keys = std::collections::BTreeSet::new();
+            schema_keys(&serde_json::from_str(schema).unwrap(), &mut keys);
+            for k in keys {
+                assert!(
+                    sink.contains(&format!("{k}:")),
+                    "schema key `{k}` is not exercised"
+                );
+            }
+        }
+        // An extra key is refused by the schema and would be refused by the structs.
+        let extra = KITCHEN_SINK.replace(
+            "follow_symlinks: false",
+            "follow_symlinks: false\n    follow: true",
+        );
+        load_rule_set(&extra, Origin::Builtin("x"), &mut diags);
+        assert!(
+            diags.iter().any(|d| d.message.contains("follow")),
+            "{diags:?}"
+        );
+        let v: serde_json::Value = serde_yaml::from_str(&extra).unwrap();
+        assert!(serde_json::from_value::<raw::RawRuleSet>(v).is_err());
+    }
+
     #[test]
     fn pointer_fields_read_like_code() {
         assert_eq!(

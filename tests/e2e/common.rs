@@ -1,0 +1,133 @@
+//! Test helpers: a temporary user home with transcript stores and repos, and the real binary run in it.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// The cwd the real fixtures were recorded in; tests rewrite it to a repo of their own.
+pub const REAL_CWD: &str = "/home/dev/proj/my_repo.x";
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new() -> World {
+        let w = World {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(w.home()).unwrap();
+        w
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+
+    pub fn almanac_home(&self) -> PathBuf {
+        self.home().join(".codealmanac")
+    }
+
+    /// The binary with HOME and ALMANAC_HOME in this world and no store variables from the outside.
+    pub fn almanac(&self) -> Command {
+        let mut c = Command::cargo_bin("almanac").unwrap();
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("ALMANAC_HOME", self.almanac_home())
+            .current_dir(self.root());
+        c
+    }
+
+    /// Creates `<root>/<rel>` with a `.almanac/` wiki and returns its path.
+    pub fn repo(&self, rel: &str) -> PathBuf {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(p.join(".almanac/runs")).unwrap();
+        p
+    }
+
+    /// Writes a file under the world root, creating parents; mtime is set `age` in the past.
+    pub fn write(&self, rel: &str, content: &str, age: Duration) -> PathBuf {
+        let p = self.root().join(rel);
+        write_aged(&p, content.as_bytes(), age);
+        p
+    }
+
+    /// Runs the dry-run sweep with the given extra args and returns the parsed summary.
+    pub fn dry_run(&self, args: &[&str]) -> serde_json::Value {
+        let out = self
+            .almanac()
+            .args(["capture", "sweep", "--dry-run", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sweep failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+        assert_eq!(v["ok"], true);
+        v["summary"].clone()
+    }
+}
+
+pub fn write_aged(p: &Path, content: &[u8], age: Duration) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    set_age(p, age);
+}
+
+pub fn set_age(p: &Path, age: Duration) {
+    let f = std::fs::File::options().write(true).open(p).unwrap();
+    f.set_modified(SystemTime::now() - age).unwrap();
+}
+
+pub fn fixture(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(FIXTURES).join(rel)).unwrap()
+}
+
+pub const HOURS_2: Duration = Duration::from_secs(2 * 3600);
+
+/// Complete lines and the byte just past the last `\n`, computed independently of the binary.
+pub fn complete_range(content: &str) -> (u64, u64) {
+    let lines = content.bytes().filter(|b| *b == b'\n').count() as u64;
+    let end = content.rfind('\n').map(|i| i as u64 + 1).unwrap_or(0);
+    (lines, end)
+}
+
+pub fn items<'a>(summary: &'a serde_json::Value, list: &str) -> Vec<&'a serde_json::Value> {
+    summary[list].as_array().unwrap().iter().collect()
+}
+
+pub fn find_by_path<'a>(
+    summary: &'a serde_json::Value,
+    list: &str,
+    path: &Path,
+) -> Option<&'a serde_json::Value> {
+    let p = path.display().to_string();
+    summary[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["transcriptPath"] == p.as_str())
+}
+
+/// Every file under `dir`, relative, sorted: to prove a command wrote nothing.
+pub fn tree(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().strip_prefix(dir).unwrap().display().to_string())
+        .collect();
+    out.sort();
+    out
+}

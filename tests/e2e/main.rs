@@ -1,0 +1,8 @@
+//! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
+//! and checks what a user would check.
+
+mod common;
+mod fixtures;
+mod real_clients;
+mod rules_cli;
+mod sweep;

@@ -6,8 +6,90 @@ use chrono::{DateTime, Utc};
 use std::path::Path;
 use std::time::Duration;
 
+/// An agent that captures: an argv run without a shell in the repo root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    pub name: String,
+    pub command: Vec<String>,
+    /// When set, the agent's session id is read from its stdout JSON lines: the `field` of the first line
+    /// whose `type` is `event` (Codex: `thread.started` / `thread_id`).
+    pub stdout_session: Option<(String, String)>,
+}
+
+pub const PLACEHOLDERS: &[&str] = &[
+    "prompt",
+    "prompt_file",
+    "session_id",
+    "transcript",
+    "repo",
+    "run_id",
+];
+
+/// The built-in agents. Flags checked against `claude --help` 2.1.332 and `codex exec --help` 0.171.0.
+pub fn builtin_agents() -> Vec<AgentDef> {
+    let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        AgentDef {
+            name: "claude".into(),
+            command: argv(&[
+                "claude",
+                "-p",
+                "{prompt}",
+                "--session-id",
+                "{session_id}",
+                "--permission-mode",
+                "acceptEdits",
+            ]),
+            stdout_session: None,
+        },
+        AgentDef {
+            name: "codex".into(),
+            // --skip-git-repo-check: a wiki repo need not be a git repo (almanac init allows that).
+            command: argv(&[
+                "codex",
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "--skip-git-repo-check",
+                "{prompt}",
+            ]),
+            stdout_session: Some(("thread.started".into(), "thread_id".into())),
+        },
+    ]
+}
+
+#[derive(Debug, Clone)]
+pub struct CaptureConfig {
+    /// `[capture] agent`, default `claude`.
+    pub agent: String,
+    /// `[capture] timeout`, default 30m.
+    pub timeout: Duration,
+    /// `[capture] max_attempts`, default 3: failed runs before `retry-budget-exhausted`.
+    pub max_attempts: u32,
+    pub agents: Vec<AgentDef>,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig {
+            agent: "claude".into(),
+            timeout: Duration::from_secs(30 * 60),
+            max_attempts: 3,
+            agents: builtin_agents(),
+        }
+    }
+}
+
+impl CaptureConfig {
+    pub fn agent_def(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Config {
+    pub capture: CaptureConfig,
     /// `[automation] capture_since`: transcripts last modified before it are never captured.
     pub capture_since: Option<DateTime<Utc>>,
     /// `[automation.capture] quiet`.
@@ -100,7 +182,146 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             cfg.apps = Some(apps);
         }
     }
+    if let Some(capture) = doc.get("capture") {
+        parse_capture(capture, &mut cfg.capture, &bad)?;
+    }
+    if cfg.capture.agent_def(&cfg.capture.agent).is_none() {
+        let names: Vec<&str> = cfg.capture.agents.iter().map(|a| a.name.as_str()).collect();
+        return Err(bad(
+            "capture.agent",
+            format!(
+                "unknown agent \"{}\" (defined: {}; add [capture.agents.{}] command = [...])",
+                cfg.capture.agent,
+                names.join(", "),
+                cfg.capture.agent
+            ),
+        ));
+    }
     Ok(cfg)
+}
+
+fn parse_capture(
+    capture: &toml_edit::Item,
+    out: &mut CaptureConfig,
+    bad: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if let Some(item) = capture.get("agent") {
+        out.agent = item
+            .as_str()
+            .ok_or_else(|| {
+                bad(
+                    "capture.agent",
+                    "expected an agent name like \"claude\"".into(),
+                )
+            })?
+            .to_string();
+    }
+    if let Some(item) = capture.get("timeout") {
+        let s = item.as_str().ok_or_else(|| {
+            bad(
+                "capture.timeout",
+                "expected a duration string like \"30m\"".into(),
+            )
+        })?;
+        out.timeout = parse_duration(s).map_err(|e| bad("capture.timeout", e))?;
+        if out.timeout.is_zero() {
+            return Err(bad("capture.timeout", "must be greater than zero".into()));
+        }
+    }
+    if let Some(item) = capture.get("max_attempts") {
+        let n = item
+            .as_integer()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "capture.max_attempts",
+                    "expected a whole number from 1 to 1000".into(),
+                )
+            })?;
+        out.max_attempts = n as u32;
+    }
+    if let Some(agents) = capture.get("agents") {
+        let table = agents.as_table_like().ok_or_else(|| {
+            bad(
+                "capture.agents",
+                "expected tables like [capture.agents.mine]".into(),
+            )
+        })?;
+        for (name, def) in table.iter() {
+            let key = format!("capture.agents.{name}");
+            let command = def
+                .get("command")
+                .and_then(|c| c.as_array())
+                .ok_or_else(|| {
+                    bad(
+                        &key,
+                        "expected command = [\"program\", \"arg\", \"{prompt}\", ...]".into(),
+                    )
+                })?;
+            let mut argv = Vec::new();
+            for v in command.iter() {
+                let s = v.as_str().ok_or_else(|| {
+                    bad(
+                        &format!("{key}.command"),
+                        "every entry must be a string".into(),
+                    )
+                })?;
+                check_placeholders(s).map_err(|e| bad(&format!("{key}.command"), e))?;
+                argv.push(s.to_string());
+            }
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(bad(
+                    &format!("{key}.command"),
+                    "the first entry must name the program".into(),
+                ));
+            }
+            let event = def.get("stdout_session_event").and_then(|v| v.as_str());
+            let field = def.get("stdout_session_field").and_then(|v| v.as_str());
+            let stdout_session = match (event, field) {
+                (Some(e), Some(f)) => Some((e.to_string(), f.to_string())),
+                (None, None) => None,
+                _ => {
+                    return Err(bad(
+                        &key,
+                        "set both stdout_session_event and stdout_session_field, or neither".into(),
+                    ))
+                }
+            };
+            let agent = AgentDef {
+                name: name.to_string(),
+                command: argv,
+                stdout_session,
+            };
+            match out.agents.iter_mut().find(|a| a.name == name) {
+                Some(existing) => *existing = agent,
+                None => out.agents.push(agent),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rejects `{unknown}` placeholders so a typo fails loudly instead of reaching the agent.
+fn check_placeholders(arg: &str) -> Result<(), String> {
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 1..start + len];
+        if !PLACEHOLDERS.contains(&name) {
+            return Err(format!(
+                "unknown placeholder {{{name}}} in \"{arg}\" (known: {})",
+                PLACEHOLDERS
+                    .iter()
+                    .map(|p| format!("{{{p}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rest = &rest[start + len + 1..];
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -120,6 +341,31 @@ mod tests {
         );
         assert_eq!(c.quiet, Some(Duration::from_secs(600)));
         assert_eq!(c.apps, Some(vec!["codex".to_string()]));
+    }
+
+    #[test]
+    fn agents_from_config() {
+        let c = parse(
+            "[capture]\nagent = \"fake\"\ntimeout = \"2m\"\nmax_attempts = 2\n[capture.agents.fake]\ncommand = [\"/bin/fake\", \"{prompt_file}\", \"{session_id}\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.capture.agent, "fake");
+        assert_eq!(c.capture.timeout, Duration::from_secs(120));
+        assert_eq!(c.capture.max_attempts, 2);
+        assert_eq!(
+            c.capture.agent_def("fake").unwrap().command[1],
+            "{prompt_file}"
+        );
+        assert!(c.capture.agent_def("claude").is_some());
+        let e = parse("[capture]\nagent = \"nope\"\n", Path::new("c.toml")).unwrap_err();
+        assert!(e.0.contains("capture.agent") && e.0.contains("nope"), "{e}");
+        let e = parse(
+            "[capture.agents.x]\ncommand = [\"x\", \"{promt}\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("{promt}"), "{e}");
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! Stages, one module each: `rules` (load, validate, compile), `discover` (walk stores, read heads, map
 //! repos), `policy` (pure eligibility), `sweep` (gather, decide, act), `cli` (arguments and rendering).
 
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod context;
 pub mod discover;
 pub mod init;
+pub mod ledger;
 pub mod policy;
 pub mod rules;
 pub mod sweep;

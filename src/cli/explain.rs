@@ -8,15 +8,15 @@ use crate::discover::repo::RepoMapper;
 use crate::discover::{resolve_roots, FoundFile};
 use crate::policy::{Decision, Settings};
 use crate::rules::{Catalog, RuleSet};
-use crate::sweep::examine;
+use crate::sweep::{examine, explain_decision};
 use std::path::{Path, PathBuf};
 
-struct Match<'a> {
-    rule: &'a RuleSet,
-    store: String,
-    root: PathBuf,
-    root_from: String,
-    rel: String,
+pub(super) struct Match<'a> {
+    pub rule: &'a RuleSet,
+    pub store: String,
+    pub root: PathBuf,
+    pub root_from: String,
+    pub rel: String,
 }
 
 fn find_store<'a>(
@@ -57,15 +57,13 @@ fn find_store<'a>(
     None
 }
 
-pub fn explain(
-    catalog: &Catalog,
+/// Finds the rule set and store a transcript belongs to (or applies `forced`), as a found file.
+pub(super) fn locate<'a>(
+    catalog: &'a Catalog,
     cx: &Context,
-    settings: &Settings,
     transcript: &Path,
     forced: Option<&str>,
-    json: bool,
-    out: &mut Out,
-) -> Result<i32, Failure> {
+) -> Result<(Match<'a>, FoundFile), Failure> {
     let path = if transcript.is_absolute() {
         transcript.to_path_buf()
     } else {
@@ -128,10 +126,34 @@ pub fn explain(
         rel: m.rel.clone(),
         size: meta.len(),
         mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+        file_id: {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        },
     };
+    Ok((m, file))
+}
+
+pub fn explain(
+    catalog: &Catalog,
+    cx: &Context,
+    settings: &Settings,
+    transcript: &Path,
+    forced: Option<&str>,
+    json: bool,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let (m, file) = locate(catalog, cx, transcript, forced)?;
+    let path = file.path.clone();
     let mut mapper = RepoMapper::new(&cx.almanac_home);
-    let ex = examine(m.rule, catalog, &file, &mut mapper, settings);
-    let decision = match (&ex.head, ex.subagent, &ex.decision) {
+    let ex = examine(m.rule, &file, &mut mapper);
+    let (policy_decision, steps) = if ex.head.is_ok() && !ex.subagent {
+        let (d, s) = explain_decision(catalog, m.rule, &file, &ex, settings, cx.now);
+        (Some(d), s)
+    } else {
+        (None, Vec::new())
+    };
+    let decision = match (&ex.head, ex.subagent, &policy_decision) {
         (Err(e), _, _) => format!("needs attention (read-failed: {e})"),
         (_, true, _) => "not a candidate (subagent transcript)".to_string(),
         (_, _, Some(Decision::Eligible)) => "eligible".to_string(),
@@ -177,7 +199,7 @@ pub fn explain(
             "excluded": head.and_then(|h| h.excluded.clone()),
             "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),
             "policySource": catalog.policy.origin.to_string(),
-            "steps": ex.steps,
+            "steps": steps,
             "decision": decision,
         }));
         return Ok(EXIT_OK);
@@ -247,10 +269,10 @@ pub fn explain(
         (None, Some(c)) => out.line(&format!("repo:       none: no .almanac/ at or above {c}")),
         (None, None) => out.line("repo:       none: no cwd"),
     }
-    if !ex.steps.is_empty() {
+    if !steps.is_empty() {
         out.line(&format!("policy:     {}", catalog.policy.origin));
         let mut decided = false;
-        for s in &ex.steps {
+        for s in &steps {
             let mark = if !s.enabled {
                 "off "
             } else if s.passed {

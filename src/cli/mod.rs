@@ -1,6 +1,7 @@
 //! Command-line arguments, their validation, and rendering. Raw clap arguments become validated options
 //! in one step per command; the work itself lives in the stage modules.
 
+mod capture_cmds;
 mod explain;
 mod output;
 
@@ -17,6 +18,8 @@ use std::path::PathBuf;
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+/// EX_TEMPFAIL: another sweep holds the lock; try again later.
+pub const EXIT_LOCKED: i32 = 75;
 pub const EXIT_CONFIG: i32 = 78;
 
 #[derive(Parser, Debug)]
@@ -50,8 +53,47 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum CaptureCommand {
-    /// Scan transcript stores and report (with --dry-run) what would be captured.
+    /// Find new transcript content and start background capture runs (or, with --dry-run, report).
     Sweep(SweepArgs),
+    /// Show a repo's capture ledger, pending runs and recent failures.
+    Status {
+        /// The repo (default: the nearest directory at or above the current one holding .almanac/).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a transcript's capture state: the next sweep starts it over (or, with --skip-existing,
+    /// treats what it holds now as captured). Clears prefix-mismatch and retry-budget-exhausted.
+    Reset {
+        transcript: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// Mark the transcript's current complete lines as captured instead of starting over.
+        #[arg(long)]
+        skip_existing: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete finished run records and logs older than a duration, and ledger entries of transcripts
+    /// that no longer exist.
+    Prune {
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// Report what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a repo's queued captures (started by the sweep; not for direct use).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long, value_name = "DIR")]
+        repo: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -131,6 +173,12 @@ pub fn main() -> i32 {
     };
     let json = match &cli.command {
         Command::Capture(CaptureCommand::Sweep(a)) => a.json,
+        Command::Capture(
+            CaptureCommand::Status { json, .. }
+            | CaptureCommand::Reset { json, .. }
+            | CaptureCommand::Prune { json, .. },
+        ) => *json,
+        Command::Capture(CaptureCommand::Worker { .. }) => false,
         Command::Rules(
             RulesCommand::List { json }
             | RulesCommand::Validate { json, .. }
@@ -168,6 +216,31 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
     }
     match cli.command {
         Command::Capture(CaptureCommand::Sweep(args)) => sweep_command(&cx, rules_dir, args, out),
+        Command::Capture(CaptureCommand::Worker { repo }) => {
+            Ok(crate::capture::worker::run_worker(&cx, &repo))
+        }
+        Command::Capture(CaptureCommand::Status { repo, json }) => {
+            capture_cmds::status(&cx, repo, json, out)
+        }
+        Command::Capture(CaptureCommand::Reset {
+            transcript,
+            repo,
+            skip_existing,
+            json,
+        }) => {
+            let catalog = load_catalog(&cx, rules_dir)?;
+            capture_cmds::reset(&cx, &catalog, &transcript, repo, skip_existing, json, out)
+        }
+        Command::Capture(CaptureCommand::Prune {
+            older_than,
+            repo,
+            dry_run,
+            json,
+        }) => {
+            let age = parse_duration(&older_than)
+                .map_err(|e| Failure::Usage(format!("--older-than: {e}")))?;
+            capture_cmds::prune(&cx, repo, age, dry_run, json, out)
+        }
         Command::Rules(RulesCommand::List { json }) => {
             let catalog = load_catalog(&cx, rules_dir)?;
             output::rules_list(&catalog, &cx, json, out);
@@ -245,6 +318,7 @@ fn settings(
         capture_since: config.capture_since,
         quiet_flag,
         quiet_config: config.quiet,
+        max_attempts: config.capture.max_attempts,
     })
 }
 
@@ -319,12 +393,36 @@ fn sweep_command(
     let config = load_config(cx)?;
     let catalog = load_catalog(cx, rules_dir)?;
     let apps = select_apps(args.apps.as_deref(), &config, &catalog)?;
-    if !args.dry_run {
-        return Err(Failure::Usage(
-            "capture sweep without --dry-run (starting capture runs) is not available in this version; run `almanac capture sweep --dry-run` to see what would be captured".into(),
-        ));
-    }
     let settings = settings(cx, &config, args.quiet.as_deref())?;
+    // One live sweep at a time, machine-wide. A dry run reads only and takes no lock.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        let path = cx.almanac_home.join("capture-sweep.lock");
+        match crate::util::lock::FileLock::try_acquire(&path) {
+            Ok(Ok(l)) => Some(l),
+            Ok(Err(holder)) => {
+                let who = holder
+                    .map(|h| format!(" (pid {} since {})", h.pid, h.started_at))
+                    .unwrap_or_default();
+                let msg = format!(
+                    "another capture sweep holds {}{who}; this one does nothing",
+                    path.display()
+                );
+                if args.json {
+                    out.json(&serde_json::json!({"ok": false, "error": msg, "reason": "sweep-already-running"}));
+                }
+                eprintln!("almanac: {msg}");
+                return Ok(EXIT_LOCKED);
+            }
+            Err(e) => {
+                return Err(Failure::Other(format!(
+                    "cannot open the sweep lock {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    };
     let summary = sweep::run(
         &catalog,
         cx,
@@ -332,8 +430,17 @@ fn sweep_command(
             apps,
             settings,
             dry_run: args.dry_run,
+            agent: config.capture.agent.clone(),
         },
     );
+    if !args.dry_run {
+        if let Err(e) = sweep::write_last_sweep(cx, &summary, EXIT_OK) {
+            eprintln!(
+                "almanac: cannot write {}: {e}",
+                cx.almanac_home.join("state/last-sweep.json").display()
+            );
+        }
+    }
     if args.json {
         out.json(&serde_json::json!({"ok": true, "summary": summary}));
     } else {

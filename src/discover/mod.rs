@@ -82,6 +82,8 @@ pub struct FoundFile {
     pub rel: String,
     pub size: u64,
     pub mtime: SystemTime,
+    /// (device, inode): the same file reached twice is one candidate; a replaced file gets a new one.
+    pub file_id: (u64, u64),
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -162,6 +164,7 @@ fn walk_root(
             rel,
             size: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            file_id: (meta.dev(), meta.ino()),
         });
     }
 }

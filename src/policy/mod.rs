@@ -21,6 +21,14 @@ pub struct Facts<'a> {
     pub size: u64,
     /// Bytes already captured (the ledger cursor); 0 when never captured.
     pub captured_bytes: u64,
+    /// The file is the one the cursor was set on (same path, device and inode).
+    pub same_file: bool,
+    /// The session id is the agent session of one of almanac's own capture runs.
+    pub internal: bool,
+    /// A capture run for this transcript is queued or running.
+    pub pending: bool,
+    /// Failed runs in a row (the ledger entry's attempts).
+    pub failed_attempts: u32,
 }
 
 /// Settings for one sweep, from flags and config.
@@ -32,6 +40,8 @@ pub struct Settings {
     pub quiet_flag: Option<Duration>,
     /// `[automation.capture] quiet`: wins over the policy's default, not over its per-app values.
     pub quiet_config: Option<Duration>,
+    /// `[capture] max_attempts`.
+    pub max_attempts: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +86,7 @@ pub fn decide(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, Vec<St
             passed,
             detail,
         });
-        if check.enabled && !passed && decision == Decision::Eligible {
+        if (check.enabled || check.kind.required()) && !passed && decision == Decision::Eligible {
             decision = Decision::Skip(code);
         }
     }
@@ -101,6 +111,42 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
             ),
             (None, None) => (false, "no cwd to map".into()),
         },
+        CheckKind::InternalAlmanacSession => {
+            if f.internal {
+                (
+                    false,
+                    "the session of one of almanac's own capture runs".into(),
+                )
+            } else {
+                (true, "not an almanac capture run".into())
+            }
+        }
+        CheckKind::CaptureAlreadyPending => {
+            if f.pending {
+                (
+                    false,
+                    "a capture run for this transcript is queued or running".into(),
+                )
+            } else {
+                (true, "no capture run pending".into())
+            }
+        }
+        CheckKind::RetryBudgetExhausted => {
+            if f.failed_attempts >= s.max_attempts {
+                (
+                    false,
+                    format!(
+                        "{} failed runs in a row (max_attempts {}); run `almanac capture reset <transcript>` after fixing the cause",
+                        f.failed_attempts, s.max_attempts
+                    ),
+                )
+            } else {
+                (
+                    true,
+                    format!("{} of {} attempts used", f.failed_attempts, s.max_attempts),
+                )
+            }
+        }
         CheckKind::ExcludedByRule => match f.excluded_by {
             Some(why) => (false, format!("exclude_when: {why}")),
             None => (true, "no exclude_when test holds".into()),
@@ -147,14 +193,23 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
                 )
             }
         }
+        // A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
         CheckKind::Unchanged => {
-            if f.size <= f.captured_bytes {
+            if f.size == f.captured_bytes && f.same_file {
+                (false, format!("size {} equals the captured cursor", f.size))
+            } else if f.size > f.captured_bytes {
                 (
-                    false,
-                    format!("size {} <= captured {}", f.size, f.captured_bytes),
+                    true,
+                    format!(
+                        "{} bytes after the captured cursor",
+                        f.size - f.captured_bytes
+                    ),
                 )
             } else {
-                (true, format!("{} new bytes", f.size - f.captured_bytes))
+                (
+                    true,
+                    "the file changed identity or size; its prefix will be verified".into(),
+                )
             }
         }
     }
@@ -188,6 +243,10 @@ mod tests {
             mtime: at(mtime),
             size: 100,
             captured_bytes: 0,
+            same_file: true,
+            internal: false,
+            pending: false,
+            failed_attempts: 0,
         }
     }
 
@@ -197,6 +256,7 @@ mod tests {
             capture_since: None,
             quiet_flag: None,
             quiet_config: None,
+            max_attempts: 3,
         }
     }
 
@@ -230,6 +290,32 @@ mod tests {
         let mut f = facts(Some(repo), "2026-05-11T10:00:00Z");
         f.captured_bytes = 100;
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Skip("unchanged"));
+        // Truncated, or the same size in another file: not unchanged; the prefix check decides.
+        f.captured_bytes = 200;
+        assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
+        f.captured_bytes = 100;
+        f.same_file = false;
+        assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
+        let mut f = facts(Some(repo), "2026-05-11T10:00:00Z");
+        f.internal = true;
+        f.pending = true;
+        assert_eq!(
+            decide(&p, &f, &settings()).0,
+            Decision::Skip("internal-almanac-session")
+        );
+        f.internal = false;
+        assert_eq!(
+            decide(&p, &f, &settings()).0,
+            Decision::Skip("capture-already-pending")
+        );
+        f.pending = false;
+        f.failed_attempts = 3;
+        assert_eq!(
+            decide(&p, &f, &settings()).0,
+            Decision::Skip("retry-budget-exhausted")
+        );
+        f.failed_attempts = 2;
+        assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
     }
 
     #[test]

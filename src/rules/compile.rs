@@ -170,6 +170,15 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
     };
     let subagent_records = record_tests(&mut cx, "subagent.records", &raw.subagent.records);
     let exclude_when = record_tests(&mut cx, "exclude_when", &raw.exclude_when);
+    let timestamp_texts = raw
+        .timestamps
+        .clone()
+        .unwrap_or_else(|| vec!["$.timestamp".to_string()]);
+    let timestamps: Vec<JsonPath> = timestamp_texts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| cx.path(&format!("timestamps[{i}]"), t))
+        .collect();
 
     if cx.diags.len() > before {
         return None;
@@ -185,6 +194,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         subagent_path_patterns: raw.subagent.paths,
         subagent_records,
         exclude_when,
+        timestamps,
     })
 }
 
@@ -339,7 +349,10 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
             "no-session-id" => CheckKind::NoSessionId,
             "no-cwd" => CheckKind::NoCwd,
             "no-almanac-repo" => CheckKind::NoAlmanacRepo,
+            "internal-almanac-session" => CheckKind::InternalAlmanacSession,
             "excluded-by-rule" => CheckKind::ExcludedByRule,
+            "capture-already-pending" => CheckKind::CaptureAlreadyPending,
+            "retry-budget-exhausted" => CheckKind::RetryBudgetExhausted,
             "before-automation-activation" => CheckKind::BeforeAutomationActivation,
             "unchanged" => CheckKind::Unchanged,
             "quiet-window" => {
@@ -375,16 +388,11 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
                 continue;
             }
         };
-        if !enabled
-            && matches!(
-                kind,
-                CheckKind::NoSessionId | CheckKind::NoCwd | CheckKind::NoAlmanacRepo
-            )
-        {
+        if !enabled && kind.required() {
             cx.err(
                 format!("{field}.enabled"),
                 format!(
-                    "{} cannot be disabled: a capture needs a session id and a repo",
+                    "{} cannot be disabled: it keeps captures correct",
                     kind.code()
                 ),
                 "remove `enabled: false`",
@@ -399,12 +407,18 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
         }
         checks.push(Check { kind, enabled });
     }
-    for required in ["no-session-id", "no-cwd", "no-almanac-repo"] {
+    for required in [
+        "no-session-id",
+        "no-cwd",
+        "no-almanac-repo",
+        "internal-almanac-session",
+        "capture-already-pending",
+    ] {
         if !checks.iter().any(|c| c.kind.code() == required) {
             cx.err(
                 "checks",
                 format!("the policy must list \"{required}\""),
-                "a capture needs a session id and a repo; add the check",
+                "it keeps captures correct; add the check",
             );
         }
     }

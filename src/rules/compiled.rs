@@ -38,6 +38,21 @@ pub struct RuleSet {
     pub subagent_path_patterns: Vec<String>,
     pub subagent_records: Vec<RecordTest>,
     pub exclude_when: Vec<RecordTest>,
+    /// Where a record's time is, in order.
+    pub timestamps: Vec<JsonPath>,
+}
+
+impl RuleSet {
+    /// The time of one record: the first RFC 3339 string any `timestamps` path selects.
+    pub fn record_time(&self, record: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.timestamps.iter().find_map(|p| {
+            p.select(record).into_iter().find_map(|v| {
+                chrono::DateTime::parse_from_rfc3339(v.as_str()?)
+                    .ok()
+                    .map(|t| t.with_timezone(&chrono::Utc))
+            })
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -232,7 +247,10 @@ pub enum CheckKind {
     NoSessionId,
     NoCwd,
     NoAlmanacRepo,
+    InternalAlmanacSession,
     ExcludedByRule,
+    CaptureAlreadyPending,
+    RetryBudgetExhausted,
     BeforeAutomationActivation,
     QuietWindow {
         quiet: Duration,
@@ -248,10 +266,31 @@ impl CheckKind {
             CheckKind::NoSessionId => "no-session-id",
             CheckKind::NoCwd => "no-cwd",
             CheckKind::NoAlmanacRepo => "no-almanac-repo",
+            CheckKind::InternalAlmanacSession => "internal-almanac-session",
             CheckKind::ExcludedByRule => "excluded-by-rule",
+            CheckKind::CaptureAlreadyPending => "capture-already-pending",
+            CheckKind::RetryBudgetExhausted => "retry-budget-exhausted",
             CheckKind::BeforeAutomationActivation => "before-automation-activation",
             CheckKind::QuietWindow { .. } => "quiet-window",
             CheckKind::Unchanged => "unchanged",
         }
+    }
+
+    /// Failing checks that a person must look at are reported under needsAttention, not skipped.
+    pub fn needs_attention(&self) -> bool {
+        matches!(self, CheckKind::RetryBudgetExhausted)
+    }
+
+    /// Checks that guard correctness (a repo to write to, never capturing ourselves, never two runs for one
+    /// transcript) and so cannot be disabled or left out.
+    pub fn required(&self) -> bool {
+        matches!(
+            self,
+            CheckKind::NoSessionId
+                | CheckKind::NoCwd
+                | CheckKind::NoAlmanacRepo
+                | CheckKind::InternalAlmanacSession
+                | CheckKind::CaptureAlreadyPending
+        )
     }
 }

@@ -18,6 +18,7 @@ pub struct RawRuleSet {
     pub subagent: RawSubagent,
     #[serde(default)]
     pub exclude_when: Vec<RawRecordTest>,
+    pub timestamps: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

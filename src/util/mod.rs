@@ -1,6 +1,11 @@
-//! Small helpers shared by every stage: one duration parser, one size parser, one JSONL line reader,
-//! one path expander. Look here before writing another.
+//! Small helpers shared by every stage: one duration parser, one JSONL line reader, one atomic-write
+//! helper, one lock type, one id generator. Look here before writing another.
 
+pub mod atomic;
 pub mod duration;
+pub mod fault;
+pub mod ids;
 pub mod lines;
+pub mod lock;
 pub mod paths;
+pub mod process;

@@ -224,19 +224,43 @@ fn transcripts_before_capture_since_are_not_backfilled() {
         format!("# activation\n[automation]\ncapture_since = \"{iso}\"\n"),
     )
     .unwrap();
+    // The active Codex session began before activation (its records are older) and continued after it.
+    let old = std::fs::read_to_string(&m.codex_app_active).unwrap();
+    let (old_lines, old_end) = complete_range(&old);
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let new_line = format!("{{\"timestamp\":\"{now}\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"user_message\",\"message\":\"and now?\"}}}}\n");
+    write_aged(
+        &m.codex_app_active,
+        format!("{old}{new_line}").as_bytes(),
+        Duration::from_secs(60),
+    );
     let s = m.w.dry_run(&["--quiet", "0m"]);
     assert_eq!(s["captureSince"], iso.as_str());
     assert_eq!(
         s["eligible"], 1,
         "only the session modified after activation"
     );
+    let item = items(&s, "started")[0];
     assert_eq!(
-        items(&s, "started")[0]["transcriptPath"],
+        item["transcriptPath"],
         m.codex_app_active.display().to_string()
     );
+    // It starts at the first record at or after capture_since, not at line 1.
+    assert_eq!(item["fromLine"], old_lines + 1);
+    assert_eq!(item["toLine"], old_lines + 1);
+    assert_eq!(item["fromByte"], old_end);
     assert_eq!(
         find_by_path(&s, "skipped", &m.claude_app).unwrap()["reason"],
         "before-automation-activation"
+    );
+
+    // Without records after activation (or without timestamps) nothing is backfilled.
+    write_aged(&m.codex_app_active, old.as_bytes(), Duration::from_secs(60));
+    let s = m.w.dry_run(&["--quiet", "0m"]);
+    assert_eq!(s["eligible"], 0);
+    assert_eq!(
+        find_by_path(&s, "skipped", &m.codex_app_active).unwrap()["reason"],
+        "unchanged"
     );
 }
 

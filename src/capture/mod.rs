@@ -1,0 +1,102 @@
+//! Capture runs: records, prompts, the agent process, and the per-repo background worker that runs a
+//! repo's queued captures one after another.
+
+pub mod agent;
+pub mod prompt;
+pub mod run;
+pub mod worker;
+
+use crate::ledger::runs_dir;
+use run::{RunRecord, RunStatus};
+use std::path::Path;
+
+/// What a new run covers.
+pub struct RunSpec<'a> {
+    pub repo: &'a Path,
+    pub app: &'a str,
+    pub session_id: &'a str,
+    pub transcript: &'a Path,
+    pub from_line: u64,
+    pub to_line: u64,
+    pub from_byte: u64,
+    pub to_byte: u64,
+    pub prefix_hash: &'a str,
+    pub agent: &'a str,
+}
+
+/// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
+pub fn queue(
+    spec: &RunSpec<'_>,
+    almanac_home: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::io::Result<RunRecord> {
+    let runs = runs_dir(spec.repo);
+    crate::util::atomic::ensure_private_dir(&runs)?;
+    let run_id = crate::util::ids::run_id(now);
+    let mut record = RunRecord {
+        version: 1,
+        run_id: run_id.clone(),
+        status: RunStatus::Queued,
+        repo_root: spec.repo.display().to_string(),
+        app: spec.app.to_string(),
+        session_id: spec.session_id.to_string(),
+        transcript_path: spec.transcript.display().to_string(),
+        from_line: spec.from_line,
+        to_line: spec.to_line,
+        from_byte: spec.from_byte,
+        to_byte: spec.to_byte,
+        prefix_hash: spec.prefix_hash.to_string(),
+        agent: spec.agent.to_string(),
+        agent_session_id: None,
+        pid: None,
+        agent_pid: None,
+        created_at: crate::policy::iso(now),
+        started_at: None,
+        finished_at: None,
+        exit_code: None,
+        error: None,
+        prompt_path: runs
+            .join(format!("{run_id}.prompt.md"))
+            .display()
+            .to_string(),
+        log_path: runs.join(format!("{run_id}.log")).display().to_string(),
+    };
+    let (template, _) = prompt::template(almanac_home, spec.repo);
+    let text = prompt::render(&template, &record);
+    crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
+    run::write(&runs, &record)?;
+    crate::util::fault::point("run-record-written");
+    record.status = RunStatus::Queued;
+    Ok(record)
+}
+
+/// Starts the repo's background worker, detached from the sweep and the terminal: a new session, stdin
+/// from /dev/null, output appended to `runs/worker.log`.
+pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+    let runs = runs_dir(repo);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(runs.join("worker.log"))?;
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["capture", "worker", "--repo"])
+        .arg(repo)
+        .current_dir(repo)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    Ok(child.id())
+}

@@ -1,0 +1,55 @@
+//! The capture prompt: instructions (embedded default, overridden by `$ALMANAC_HOME/prompts/capture.md`,
+//! then by `<repo>/.almanac/prompts/capture.md`), then the continuation over the original transcript.
+//! The prompt points at the transcript; it never pastes or copies it.
+
+use super::run::RunRecord;
+use std::path::Path;
+
+pub const DEFAULT_TEMPLATE: &str = include_str!("../../prompts/capture.md");
+pub const MARKER: &str = "almanac-capture-run:";
+
+/// The instructions in force for `repo`, with where they came from.
+pub fn template(almanac_home: &Path, repo: &Path) -> (String, String) {
+    for p in [
+        repo.join(".almanac/prompts/capture.md"),
+        almanac_home.join("prompts/capture.md"),
+    ] {
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            if !t.trim().is_empty() {
+                return (t, p.display().to_string());
+            }
+        }
+    }
+    (DEFAULT_TEMPLATE.to_string(), "built in".to_string())
+}
+
+pub fn render(template: &str, run: &RunRecord) -> String {
+    let mut p = template.trim_end().to_string();
+    p.push_str("\n\n");
+    p.push_str(&format!(
+        "This transcript is from app {}, session {}:\n  {}\n\n",
+        run.app, run.session_id, run.transcript_path
+    ));
+    if run.from_line <= 1 {
+        p.push_str(&format!(
+            "Nothing of this session has been captured yet. Capture lines 1 to {} (bytes 0 to {}).\n",
+            run.to_line, run.to_byte
+        ));
+    } else {
+        p.push_str(&format!(
+            "This session was previously captured through line {} and byte {}. Focus on line {} onward \
+             (lines {} to {}, bytes {} to {}). You may inspect earlier lines only for context. Do not \
+             re-document decisions that were already captured unless newer lines amend, invalidate, or add \
+             important nuance to them.\n",
+            run.from_line - 1,
+            run.from_byte,
+            run.from_line,
+            run.from_line,
+            run.to_line,
+            run.from_byte,
+            run.to_byte
+        ));
+    }
+    p.push_str(&format!("\n{MARKER} {}\n", run.run_id));
+    p
+}

@@ -1,0 +1,91 @@
+//! Run records: `<repo>/.almanac/runs/<run-id>.json` (status, times, agent, range, exit code, error),
+//! with `<run-id>.log` (the agent's output) and `<run-id>.prompt.md` (the exact prompt).
+
+use crate::util::atomic::write_json_atomic;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub version: u32,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub repo_root: String,
+    pub app: String,
+    pub session_id: String,
+    pub transcript_path: String,
+    pub from_line: u64,
+    pub to_line: u64,
+    pub from_byte: u64,
+    pub to_byte: u64,
+    /// `sha256:` of transcript bytes `[0, toByte)` when the run was queued.
+    pub prefix_hash: String,
+    /// Agent name from config (`claude`, `codex`, or a `[capture.agents.<name>]`).
+    pub agent: String,
+    /// The session id of the agent's own transcript: never captured (`internal-almanac-session`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session_id: Option<String>,
+    /// The worker process running it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_pid: Option<u32>,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub prompt_path: String,
+    pub log_path: String,
+}
+
+pub fn record_path(runs: &Path, run_id: &str) -> PathBuf {
+    runs.join(format!("{run_id}.json"))
+}
+
+pub fn write(runs: &Path, r: &RunRecord) -> std::io::Result<()> {
+    write_json_atomic(&record_path(runs, &r.run_id), r)
+}
+
+pub fn read(runs: &Path, run_id: &str) -> Option<RunRecord> {
+    if !crate::util::ids::is_safe_run_id(run_id) {
+        return None;
+    }
+    let text = std::fs::read(record_path(runs, run_id)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Every readable run record in `runs`, sorted by run id (= creation time). Records that do not parse
+/// are skipped: they are ours to prune, never a reason to stop.
+pub fn list(runs: &Path) -> Vec<RunRecord> {
+    let Ok(rd) = std::fs::read_dir(runs) else {
+        return Vec::new();
+    };
+    let mut out: Vec<RunRecord> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json")?;
+            if !id.starts_with("run_") {
+                return None;
+            }
+            read(runs, id)
+        })
+        .collect();
+    out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    out
+}

@@ -1,0 +1,234 @@
+//! The per-repo worker (`almanac capture worker --repo DIR`, started by the sweep): runs the repo's
+//! queued captures one after another, so two captures never run in one repo at once. It holds
+//! `runs/worker.lock` while it works; a second worker finds it held and leaves.
+
+use super::agent;
+use super::run::{self, RunRecord, RunStatus};
+use crate::context::Context;
+use crate::ledger::{self, key, runs_dir};
+use crate::util::lock::FileLock;
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub fn worker_lock_path(repo: &Path) -> std::path::PathBuf {
+    runs_dir(repo).join("worker.lock")
+}
+
+fn now_iso() -> String {
+    crate::policy::iso(chrono::Utc::now())
+}
+
+fn note(msg: &str) {
+    eprintln!("{} worker {}: {msg}", now_iso(), std::process::id());
+}
+
+/// Runs until no queued run is left. Returns the process exit code.
+pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
+    let lock_path = worker_lock_path(repo);
+    loop {
+        // A sweep may hold the lock for an instant while checking whether a worker is alive.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let lock = loop {
+            match FileLock::try_acquire(&lock_path) {
+                Ok(Ok(l)) => break Some(l),
+                Ok(Err(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Ok(Err(holder)) => {
+                    note(&format!(
+                        "another worker holds the lock (pid {}); leaving",
+                        holder.map(|h| h.pid).unwrap_or(0)
+                    ));
+                    break None;
+                }
+                Err(e) => {
+                    note(&format!("cannot open {}: {e}", lock_path.display()));
+                    return 1;
+                }
+            }
+        };
+        let Some(lock) = lock else { return 0 };
+        while let Some(record) = pick_next(repo) {
+            execute(cx, repo, record);
+        }
+        drop(lock);
+        // A sweep may have queued a run between our last look and the unlock; it saw our lock held and
+        // started no worker, so look once more.
+        if !has_queued(repo) {
+            return 0;
+        }
+    }
+}
+
+fn has_queued(repo: &Path) -> bool {
+    run::list(&runs_dir(repo))
+        .iter()
+        .any(|r| r.status == RunStatus::Queued)
+}
+
+/// Under the repo lock: the oldest queued run that the ledger is waiting for, marked running. A queued
+/// run no ledger entry waits for (a sweep died between writing it and the ledger) is marked failed.
+fn pick_next(repo: &Path) -> Option<RunRecord> {
+    let runs = runs_dir(repo);
+    let _guard = match ledger::lock_repo(repo) {
+        Ok(g) => g,
+        Err(e) => {
+            note(&format!("cannot lock the ledger: {e}"));
+            return None;
+        }
+    };
+    let loaded = ledger::load(repo, chrono::Utc::now(), false).ok()?;
+    for mut r in run::list(&runs)
+        .into_iter()
+        .filter(|r| r.status == RunStatus::Queued)
+    {
+        let waited_for = loaded
+            .ledger
+            .entries
+            .get(&key(&r.app, &r.session_id))
+            .is_some_and(|e| e.pending_run_id.as_deref() == Some(r.run_id.as_str()));
+        if !waited_for {
+            r.status = RunStatus::Failed;
+            r.finished_at = Some(now_iso());
+            r.error = Some(
+                "orphaned: no ledger entry waits for this run (a sweep ended before recording it)"
+                    .into(),
+            );
+            let _ = run::write(&runs, &r);
+            continue;
+        }
+        r.status = RunStatus::Running;
+        r.pid = Some(std::process::id());
+        r.started_at = Some(now_iso());
+        if run::write(&runs, &r).is_ok() {
+            return Some(r);
+        }
+    }
+    None
+}
+
+fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
+    let runs = runs_dir(repo);
+    note(&format!(
+        "running {} ({} {} lines {}-{})",
+        record.run_id, record.app, record.session_id, record.from_line, record.to_line
+    ));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&record.log_path);
+    let outcome = match (log, crate::config::load(&cx.config_path())) {
+        (Err(e), _) => Err(format!("cannot open the run log {}: {e}", record.log_path)),
+        (_, Err(e)) => Err(e.0),
+        (Ok(mut log), Ok(config)) => match config.capture.agent_def(&record.agent) {
+            None => Err(format!(
+                "agent \"{}\" is not defined in config.toml",
+                record.agent
+            )),
+            Some(def) => {
+                let prompt_text = std::fs::read_to_string(&record.prompt_path).unwrap_or_default();
+                let mut vars: HashMap<&str, String> = HashMap::new();
+                vars.insert("prompt", prompt_text);
+                vars.insert("prompt_file", record.prompt_path.clone());
+                vars.insert("transcript", record.transcript_path.clone());
+                vars.insert("repo", record.repo_root.clone());
+                vars.insert("run_id", record.run_id.clone());
+                if def.command.iter().any(|a| a.contains("{session_id}")) {
+                    // Recorded before the agent starts, so its transcript is known as ours even if we die.
+                    let id = crate::util::ids::uuid_v4();
+                    vars.insert("session_id", id.clone());
+                    record.agent_session_id = Some(id);
+                    let _ = run::write(&runs, &record);
+                }
+                let argv = agent::fill(&def.command, &vars);
+                let _ = writeln!(
+                    log,
+                    "{} almanac: running agent {}: {:?}",
+                    now_iso(),
+                    def.name,
+                    redact_prompt(&argv, &vars)
+                );
+                let out = agent::run(def, &argv, repo, &log, config.capture.timeout, |id| {
+                    record.agent_session_id = Some(id.to_string());
+                    let _ = run::write(&runs, &record);
+                });
+                record.agent_pid = out.agent_pid;
+                record.exit_code = out.exit_code;
+                let _ = writeln!(
+                    log,
+                    "{} almanac: agent finished: {}",
+                    now_iso(),
+                    out.error.as_deref().unwrap_or("ok")
+                );
+                match out.error {
+                    None => Ok(()),
+                    Some(e) => Err(e),
+                }
+            }
+        },
+    };
+    finish(repo, record, outcome);
+}
+
+/// The prompt is long; the log shows the argv with `{prompt}` left as a placeholder.
+fn redact_prompt(argv: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
+    let prompt = vars.get("prompt").cloned().unwrap_or_default();
+    argv.iter()
+        .map(|a| {
+            if !prompt.is_empty() && a.contains(&prompt) {
+                a.replace(&prompt, "{prompt}")
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
+}
+
+/// Records the outcome: run record first, then (same lock) the ledger entry. The cursor moves only when
+/// the agent exited 0.
+fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
+    let runs = runs_dir(repo);
+    let _guard = ledger::lock_repo(repo).ok();
+    let now = chrono::Utc::now();
+    record.finished_at = Some(crate::policy::iso(now));
+    match &outcome {
+        Ok(()) => record.status = RunStatus::Done,
+        Err(e) => {
+            record.status = RunStatus::Failed;
+            record.error = Some(e.clone());
+        }
+    }
+    if let Err(e) = run::write(&runs, &record) {
+        note(&format!("cannot write run record {}: {e}", record.run_id));
+    }
+    crate::util::fault::point("before-cursor-commit");
+    let Ok(mut loaded) = ledger::load(repo, now, true) else {
+        return;
+    };
+    let Some(entry) = loaded
+        .ledger
+        .entries
+        .get_mut(&key(&record.app, &record.session_id))
+    else {
+        return;
+    };
+    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
+        return;
+    }
+    match &outcome {
+        Ok(()) => entry.complete(&record.run_id, &crate::policy::iso(now)),
+        Err(e) => entry.fail(&record.run_id, e),
+    }
+    if let Err(e) = ledger::save(repo, &mut loaded.ledger, now) {
+        note(&format!("cannot save the ledger: {e}"));
+    }
+    note(&format!(
+        "{} {}",
+        record.run_id,
+        if outcome.is_ok() { "done" } else { "failed" }
+    ));
+}

@@ -1,0 +1,217 @@
+//! Cursor arithmetic over a transcript, streamed in fixed-size buffers: verify the captured prefix,
+//! find where complete lines end, hash the new prefix. Cursors sit on newline boundaries only.
+
+use sha2::{Digest, Sha256};
+use std::io::{self, Read};
+
+pub const EMPTY_HASH: &str =
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+pub fn hex_digest(h: Sha256) -> String {
+    format!("sha256:{:x}", h.finalize())
+}
+
+/// What one pass over a transcript found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// `sha256:` of bytes `[0, cursor)`, or None when the file is shorter than the cursor.
+    pub hash_at_cursor: Option<String>,
+    /// Complete lines after the cursor.
+    pub new_lines: u64,
+    /// Offset just past the last `\n` at or after the cursor (== cursor when there is none).
+    pub complete_end: u64,
+    /// `sha256:` of bytes `[0, complete_end)`.
+    pub hash_at_end: String,
+    pub bytes_read: u64,
+}
+
+/// Reads the transcript from the start: hashes `[0, cursor)`, then counts complete lines after it and
+/// hashes up to the last complete line, in one pass and constant memory.
+pub fn scan<R: Read>(mut r: R, cursor: u64) -> io::Result<Scan> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut hasher = Sha256::new();
+    let mut pos: u64 = 0;
+    let mut at_cursor: Option<Sha256> = if cursor == 0 {
+        Some(Sha256::new())
+    } else {
+        None
+    };
+    let mut at_end = Sha256::new();
+    let mut complete_end = cursor;
+    let mut new_lines = 0;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut chunk = &buf[..n];
+        // Bytes before the cursor only feed the hash.
+        if pos < cursor {
+            let take = ((cursor - pos) as usize).min(chunk.len());
+            hasher.update(&chunk[..take]);
+            pos += take as u64;
+            chunk = &chunk[take..];
+            if pos == cursor {
+                at_cursor = Some(hasher.clone());
+                at_end = hasher.clone();
+            }
+        }
+        if chunk.is_empty() {
+            continue;
+        }
+        match memchr::memrchr(b'\n', chunk) {
+            Some(last) => {
+                new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
+                hasher.update(&chunk[..=last]);
+                at_end = hasher.clone();
+                hasher.update(&chunk[last + 1..]);
+                complete_end = pos + last as u64 + 1;
+            }
+            None => hasher.update(chunk),
+        }
+        pos += chunk.len() as u64;
+    }
+    if cursor == 0 && complete_end == 0 {
+        at_end = Sha256::new();
+    }
+    Ok(Scan {
+        hash_at_cursor: at_cursor.map(hex_digest),
+        new_lines,
+        complete_end,
+        hash_at_end: hex_digest(at_end),
+        bytes_read: pos,
+    })
+}
+
+/// The `capture_since` baseline for a transcript seen for the first time: the cursor sits before the
+/// first record whose timestamp is at or after `since`; lines before it (with or without timestamps)
+/// count as captured. No such record: everything complete counts as captured (never backfill).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Baseline {
+    pub bytes: u64,
+    pub lines: u64,
+    pub bytes_read: u64,
+}
+
+pub fn baseline<R: Read>(
+    r: R,
+    since: chrono::DateTime<chrono::Utc>,
+    timestamp: impl Fn(&serde_json::Value) -> Option<chrono::DateTime<chrono::Utc>>,
+) -> io::Result<Baseline> {
+    let mut reader = crate::util::lines::LineReader::new(r);
+    let mut lines = 0;
+    let mut end = 0;
+    while let Some(line) = reader.next_line()? {
+        if !line.terminated {
+            break;
+        }
+        if let Some(ts) = crate::util::lines::parse_object(line.bytes).and_then(|v| timestamp(&v)) {
+            if ts >= since {
+                return Ok(Baseline {
+                    bytes: line.start,
+                    lines: line.number - 1,
+                    bytes_read: reader.bytes_read(),
+                });
+            }
+        }
+        lines = line.number;
+        end = line.end;
+    }
+    Ok(Baseline {
+        bytes: end,
+        lines,
+        bytes_read: reader.bytes_read(),
+    })
+}
+
+/// Hash of the first `len` bytes, streamed.
+pub fn prefix_hash<R: Read>(r: R, len: u64) -> io::Result<Option<String>> {
+    let mut h = Sha256::new();
+    let copied = io::copy(&mut r.take(len), &mut h)?;
+    Ok((copied == len).then(|| hex_digest(h)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sha(b: &[u8]) -> String {
+        let mut h = Sha256::new();
+        h.update(b);
+        hex_digest(h)
+    }
+
+    #[test]
+    fn scan_from_zero_and_from_a_cursor() {
+        let data = b"a\nbb\nccc\npartial";
+        let s = scan(&data[..], 0).unwrap();
+        assert_eq!(s.hash_at_cursor.as_deref(), Some(EMPTY_HASH));
+        assert_eq!((s.new_lines, s.complete_end), (3, 9));
+        assert_eq!(s.hash_at_end, sha(b"a\nbb\nccc\n"));
+        let s = scan(&data[..], 2).unwrap();
+        assert_eq!(s.hash_at_cursor, Some(sha(b"a\n")));
+        assert_eq!((s.new_lines, s.complete_end), (2, 9));
+        assert_eq!(s.hash_at_end, sha(b"a\nbb\nccc\n"));
+        // Nothing new after the cursor: the end stays at the cursor.
+        let s = scan(&b"a\nxx"[..], 2).unwrap();
+        assert_eq!((s.new_lines, s.complete_end), (0, 2));
+        assert_eq!(s.hash_at_end, sha(b"a\n"));
+        // Shorter than the cursor: no prefix hash.
+        assert_eq!(scan(&b"a"[..], 2).unwrap().hash_at_cursor, None);
+        assert_eq!(scan(&b""[..], 0).unwrap().hash_at_end, EMPTY_HASH);
+    }
+
+    #[test]
+    fn scan_across_buffer_boundaries() {
+        let mut data = Vec::new();
+        for i in 0..100_000 {
+            data.extend(format!("{{\"n\":{i}}}\n").as_bytes());
+        }
+        let cursor = data
+            .iter()
+            .take(300_000)
+            .rposition(|b| *b == b'\n')
+            .unwrap() as u64
+            + 1;
+        let s = scan(&data[..], cursor).unwrap();
+        assert_eq!(s.hash_at_cursor, Some(sha(&data[..cursor as usize])));
+        assert_eq!(s.complete_end, data.len() as u64);
+        assert_eq!(s.hash_at_end, sha(&data));
+        let before = data[..cursor as usize]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count() as u64;
+        assert_eq!(s.new_lines, 100_000 - before);
+        assert_eq!(
+            prefix_hash(&data[..], cursor).unwrap(),
+            Some(sha(&data[..cursor as usize]))
+        );
+    }
+
+    #[test]
+    fn baseline_starts_at_the_first_record_after_activation() {
+        let since = chrono::DateTime::parse_from_rfc3339("2026-05-11T11:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let ts = |v: &serde_json::Value| {
+            v.get("timestamp")
+                .and_then(|t| t.as_str())
+                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                .map(|d| d.with_timezone(&chrono::Utc))
+        };
+        let old = "{\"timestamp\":\"2026-05-11T10:00:00Z\"}\n";
+        let notime = "{\"type\":\"x\"}\n";
+        let new = "{\"timestamp\":\"2026-05-11T11:05:00Z\"}\n";
+        let data = format!("{old}{notime}{new}");
+        let b = baseline(data.as_bytes(), since, ts).unwrap();
+        assert_eq!((b.bytes, b.lines), ((old.len() + notime.len()) as u64, 2));
+        // No timestamp at or after activation: everything complete is captured.
+        let data = format!("{old}{notime}partial");
+        let b = baseline(data.as_bytes(), since, ts).unwrap();
+        assert_eq!((b.bytes, b.lines), ((old.len() + notime.len()) as u64, 2));
+        let b = baseline(new.as_bytes(), since, ts).unwrap();
+        assert_eq!((b.bytes, b.lines), (0, 0));
+    }
+}

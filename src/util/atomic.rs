@@ -1,0 +1,79 @@
+//! The one atomic-write helper: temp file in the same directory, fsync, rename, fsync the directory.
+//! Files are created 0600 and directories 0700: ledgers, run records and prompts quote transcripts.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Creates `dir` (and parents) with mode 0700 where it does not exist.
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    ensure_private_dir(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        super::ids::random_hex(4)
+    ));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        crate::util::fault::point("atomic-temp-written");
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Serialises `value` as pretty JSON with a trailing newline and writes it atomically.
+pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    write_atomic(path, &text)
+}
+
+/// Removes temp files an interrupted `write_atomic` left in `dir` (only ours: `.<name>.tmp-<pid>-<hex>`
+/// whose pid is no longer alive).
+pub fn remove_stale_temps(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix('.') else {
+            continue;
+        };
+        let Some((_, tail)) = rest.rsplit_once(".tmp-") else {
+            continue;
+        };
+        let Some((pid, _)) = tail.split_once('-') else {
+            continue;
+        };
+        if let Ok(pid) = pid.parse::<i32>() {
+            if !super::process::alive(pid) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}

@@ -3,6 +3,7 @@
 
 mod common;
 mod fixtures;
+mod live;
 mod real_clients;
 mod rules_cli;
 mod sweep;

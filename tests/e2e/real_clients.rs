@@ -158,3 +158,70 @@ fn real_codex_session_is_found_and_mapped() {
     assert_eq!(started[0]["sessionId"], id_from_name);
     assert_eq!(started[0]["repoRoot"], repo.display().to_string());
 }
+
+#[test]
+fn real_claude_as_the_capture_agent_is_never_captured_itself() {
+    let Some(claude) = client_or_skip("claude") else {
+        return;
+    };
+    let l = crate::live::live_world(1);
+    // The real claude cannot reach the network: it writes its transcript, then retries until the
+    // timeout kills it and the run fails.
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        "[capture]\nagent = \"claude\"\ntimeout = \"80s\"\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let path = format!(
+        "{}:{}",
+        claude.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sweep = |l: &crate::live::Live| {
+        let out =
+            l.w.almanac()
+                .env("PATH", &path)
+                .env("ANTHROPIC_API_KEY", "sk-ant-dummy-for-tests")
+                .args([
+                    "capture", "sweep", "--json", "--quiet", "0m", "--apps", "claude",
+                ])
+                .output()
+                .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["summary"].clone()
+    };
+    let s = sweep(&l);
+    assert_eq!(items(&s, "started").len(), 1);
+    l.wait_idle();
+    let run = &l.runs()[0];
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(
+        run["error"].as_str().unwrap().contains("timed out"),
+        "{run}"
+    );
+    let agent_session = run["agentSessionId"].as_str().unwrap().to_string();
+    let own = walkdir::WalkDir::new(l.w.home().join(".claude/projects"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.into_path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy() == format!("{agent_session}.jsonl"))
+        })
+        .expect("the real claude wrote a transcript for the capture run");
+    let s = sweep(&l);
+    let skipped = find_by_path(&s, "skipped", &own)
+        .unwrap_or_else(|| panic!("own transcript not reported: {s}"));
+    assert_eq!(skipped["reason"], "internal-almanac-session");
+    assert!(items(&s, "started").is_empty(), "{s}");
+    assert_eq!(
+        items(&s, "needsAttention")[0]["reason"],
+        "retry-budget-exhausted"
+    );
+}

@@ -1,0 +1,790 @@
+//! The live sweep with a fake agent on PATH: cursors, prompts, retries, lost workers, self-exclusion,
+//! locks and a corrupt ledger.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const FAKE_AGENT: &str = r#"#!/bin/sh
+# A stand-in for a capture agent. Arguments: prompt file, agent session id, run id.
+dir="$FAKE_DIR"
+echo "$*" >> "$dir/calls.log"
+cp "$1" "$dir/prompt-$3.md"
+mkdir -p .almanac/pages
+echo "- captured by $3" >> .almanac/pages/notes.md
+if [ -n "$FAKE_TRANSCRIPTS" ]; then
+  # Like a real agent: it writes its own transcript, in this repo, under the session id it was given.
+  mkdir -p "$FAKE_TRANSCRIPTS"
+  printf '{"type":"user","sessionId":"%s","cwd":"%s","message":{"role":"user","content":"capture"}}\n' "$2" "$PWD" > "$FAKE_TRANSCRIPTS/$2.jsonl"
+fi
+if [ -f "$dir/sleep" ]; then echo $$ > "$dir/agent.pid"; sleep "$(cat "$dir/sleep")"; fi
+exit "$(cat "$dir/exit-code" 2>/dev/null || echo 0)"
+"#;
+
+pub struct Live {
+    pub w: World,
+    pub repo: PathBuf,
+    pub fake: PathBuf,
+    pub transcript: PathBuf,
+}
+
+pub fn live_world(max_attempts: u32) -> Live {
+    let w = World::new();
+    let repo = w.repo("work/app");
+    let fake = w.root().join("fake");
+    std::fs::create_dir_all(&fake).unwrap();
+    let agent = fake.join("fake-agent");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(w.almanac_home()).unwrap();
+    std::fs::write(
+        w.almanac_home().join("config.toml"),
+        format!(
+            "# test config\n[capture]\nagent = \"fake\"\nmax_attempts = {max_attempts}\ntimeout = \"1m\"\n\n[capture.agents.fake]\ncommand = [\"{}\", \"{{prompt_file}}\", \"{{session_id}}\", \"{{run_id}}\"]\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let transcript = w
+        .home()
+        .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-000000000001.jsonl");
+    Live {
+        w,
+        repo,
+        fake,
+        transcript,
+    }
+}
+
+pub fn claude_line(session: &str, cwd: &Path, text: &str) -> String {
+    format!(
+        "{{\"type\":\"user\",\"sessionId\":\"{session}\",\"cwd\":\"{}\",\"timestamp\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n",
+        cwd.display(),
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
+impl Live {
+    pub fn lines(&self, n: std::ops::Range<usize>) -> String {
+        n.map(|i| {
+            claude_line(
+                "5e551011-aaaa-4bbb-8ccc-000000000001",
+                &self.repo,
+                &format!("message {i}"),
+            )
+        })
+        .collect()
+    }
+
+    pub fn sweep(&self, extra_env: &[(&str, &str)]) -> (i32, serde_json::Value) {
+        let mut cmd = self.w.almanac();
+        cmd.env("FAKE_DIR", &self.fake)
+            .args(["capture", "sweep", "--json", "--quiet", "0m"]);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "stdout is JSON: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    pub fn summary(&self) -> serde_json::Value {
+        let (code, v) = self.sweep(&[]);
+        assert_eq!(code, 0, "{v}");
+        let s = v["summary"].clone();
+        self.wait_idle();
+        s
+    }
+
+    pub fn runs(&self) -> Vec<serde_json::Value> {
+        let dir = self.repo.join(".almanac/runs");
+        let mut out: Vec<serde_json::Value> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with("run_") && n.ends_with(".json")
+                    })
+                    .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a: &serde_json::Value, b| a["runId"].as_str().cmp(&b["runId"].as_str()));
+        out
+    }
+
+    /// Waits until no run is queued or running (the worker is detached from the sweep).
+    pub fn wait_idle(&self) {
+        let start = Instant::now();
+        loop {
+            let busy = self
+                .runs()
+                .iter()
+                .any(|r| r["status"] == "queued" || r["status"] == "running");
+            if !busy {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "runs did not finish: {:?}",
+                self.runs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn ledger(&self) -> serde_json::Value {
+        serde_json::from_slice(
+            &std::fs::read(self.repo.join(".almanac/runs/capture-ledger.json")).unwrap(),
+        )
+        .unwrap()
+    }
+
+    pub fn entry(&self) -> serde_json::Value {
+        self.ledger()["entries"]["claude:5e551011-aaaa-4bbb-8ccc-000000000001"].clone()
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.fake.join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    pub fn prompt(&self, run_id: &str) -> String {
+        std::fs::read_to_string(self.fake.join(format!("prompt-{run_id}.md"))).unwrap()
+    }
+
+    pub fn set_exit(&self, code: i32) {
+        std::fs::write(self.fake.join("exit-code"), code.to_string()).unwrap();
+    }
+}
+
+#[test]
+fn first_sweep_captures_all_then_only_what_was_appended() {
+    let l = live_world(3);
+    let first = l.lines(0..5);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(s["dryRun"], false);
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1);
+    let run1 = started[0]["runId"].as_str().unwrap().to_string();
+    assert!(run1.starts_with("run_") && run1 != "dry-run");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(1), Some(5))
+    );
+    // The agent ran in the repo, with the argv from config, and wrote a page.
+    let calls = l.calls();
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0].ends_with(&run1), "{calls:?}");
+    assert!(l.repo.join(".almanac/pages/notes.md").is_file());
+    let p1 = l.prompt(&run1);
+    assert!(p1.contains(&l.transcript.display().to_string()));
+    assert!(p1.contains("Capture lines 1 to 5"), "{p1}");
+    assert!(p1.contains(&format!("almanac-capture-run: {run1}")));
+    assert!(
+        p1.contains("decisions"),
+        "the capture instructions come first"
+    );
+    let e = l.entry();
+    assert_eq!(e["status"], "done");
+    assert_eq!(e["lastCapturedLine"], 5);
+    assert_eq!(e["lastCapturedSize"], first.len());
+    assert_eq!(e["lastRunId"], run1.as_str());
+    assert!(e["lastCapturedPrefixHash"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    let run = &l.runs()[0];
+    assert_eq!(run["status"], "done");
+    assert_eq!(run["exitCode"], 0);
+    assert!(run["agentSessionId"]
+        .as_str()
+        .is_some_and(|s| s.len() == 36));
+
+    // Nothing new: unchanged, no run.
+    let s = l.summary();
+    assert_eq!(s["counts"]["unchanged"], 1);
+    assert_eq!(l.calls().len(), 1);
+
+    // Append 3 lines and a partial one: lines 6-8 are captured, the partial line waits.
+    let more = l.lines(5..8);
+    write_aged(
+        &l.transcript,
+        format!("{first}{more}{{\"type\":\"user\",\"sess").as_bytes(),
+        HOURS_2,
+    );
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(6), Some(8))
+    );
+    assert_eq!(started[0]["fromByte"], first.len());
+    assert_eq!(started[0]["toByte"], first.len() + more.len());
+    let run2 = started[0]["runId"].as_str().unwrap();
+    assert!(run2 > run1.as_str(), "run ids sort by time");
+    let p2 = l.prompt(run2);
+    assert!(p2.contains("previously captured through line 5"), "{p2}");
+    assert!(p2.contains("Focus on line 6 onward"), "{p2}");
+    assert!(p2.contains("Do not re-document"), "{p2}");
+    assert_eq!(l.entry()["lastCapturedLine"], 8);
+    // The run records are private: transcripts hold secrets.
+    let mode = std::fs::metadata(l.repo.join(".almanac/runs/capture-ledger.json"))
+        .unwrap()
+        .permissions();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o077, 0);
+}
+
+#[test]
+fn an_edited_early_line_is_a_prefix_mismatch_until_reset() {
+    let l = live_world(3);
+    let text = l.lines(0..4);
+    write_aged(&l.transcript, text.as_bytes(), HOURS_2);
+    l.summary();
+    assert_eq!(l.calls().len(), 1);
+    let edited = text.replacen("message 1", "message X", 1) + &l.lines(4..6);
+    write_aged(&l.transcript, edited.as_bytes(), HOURS_2);
+    let s = l.summary();
+    let att = items(&s, "needsAttention");
+    assert_eq!(att.len(), 1);
+    assert_eq!(att[0]["reason"], "prefix-mismatch");
+    assert!(att[0]["detail"].as_str().unwrap().contains("capture reset"));
+    assert_eq!(l.calls().len(), 1, "no run on a rewritten transcript");
+    assert_eq!(l.entry()["status"], "needs_attention");
+    assert_eq!(l.entry()["lastCapturedLine"], 4, "the cursor is kept");
+    // It stays so on the next sweep.
+    assert_eq!(
+        items(&l.summary(), "needsAttention")[0]["reason"],
+        "prefix-mismatch"
+    );
+    // A truncated file is a mismatch too, not "unchanged".
+    write_aged(&l.transcript, l.lines(0..1).as_bytes(), HOURS_2);
+    assert_eq!(
+        items(&l.summary(), "needsAttention")[0]["reason"],
+        "prefix-mismatch"
+    );
+
+    // reset: the next sweep starts over from line 1.
+    write_aged(&l.transcript, edited.as_bytes(), HOURS_2);
+    let out =
+        l.w.almanac()
+            .args(["capture", "reset"])
+            .arg(&l.transcript)
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(1), Some(6))
+    );
+    assert_eq!(l.entry()["status"], "done");
+}
+
+#[test]
+fn reset_skip_existing_marks_current_lines_captured() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    l.summary();
+    write_aged(
+        &l.transcript,
+        format!(
+            "{}{}",
+            l.lines(0..3).replacen("message 0", "message Z", 1),
+            l.lines(3..5)
+        )
+        .as_bytes(),
+        HOURS_2,
+    );
+    assert_eq!(
+        items(&l.summary(), "needsAttention")[0]["reason"],
+        "prefix-mismatch"
+    );
+    let out =
+        l.w.almanac()
+            .args(["capture", "reset", "--skip-existing"])
+            .arg(&l.transcript)
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("lines 1-5"));
+    assert_eq!(l.summary()["counts"]["unchanged"], 1);
+    assert_eq!(l.calls().len(), 1);
+}
+
+#[test]
+fn a_failing_agent_is_retried_then_needs_attention() {
+    let l = live_world(2);
+    l.set_exit(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    l.summary();
+    let e = l.entry();
+    assert_eq!(e["status"], "failed");
+    assert_eq!(e["attempts"], 1);
+    assert_eq!(
+        e["lastCapturedLine"], 0,
+        "a failed run never moves the cursor"
+    );
+    assert!(
+        e["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 3"),
+        "{e}"
+    );
+    let runs = l.runs();
+    assert_eq!(runs[0]["status"], "failed");
+    assert_eq!(runs[0]["exitCode"], 3);
+
+    // Retried on the next sweep, same range.
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(1), Some(3))
+    );
+    assert_eq!(l.entry()["attempts"], 2);
+
+    // Budget (max_attempts = 2) spent: needs attention, no run.
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 0);
+    let att = items(&s, "needsAttention");
+    assert_eq!(att[0]["reason"], "retry-budget-exhausted");
+    assert_eq!(l.calls().len(), 2);
+    let status =
+        l.w.almanac()
+            .args(["capture", "status", "--repo"])
+            .arg(&l.repo)
+            .output()
+            .unwrap();
+    let text = String::from_utf8(status.stdout).unwrap();
+    assert!(
+        text.contains("failed (2 attempts)") && text.contains("exited with code 3"),
+        "{text}"
+    );
+
+    // After fixing the cause, reset lets it run again.
+    l.set_exit(0);
+    assert!(l
+        .w
+        .almanac()
+        .args(["capture", "reset"])
+        .arg(&l.transcript)
+        .output()
+        .unwrap()
+        .status
+        .success());
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1);
+    assert_eq!(l.entry()["status"], "done");
+    assert_eq!(l.entry()["lastCapturedLine"], 3);
+}
+
+#[test]
+fn a_worker_killed_mid_run_is_marked_lost_and_retried() {
+    let l = live_world(3);
+    std::fs::write(l.fake.join("sleep"), "30").unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let (code, v) = l.sweep(&[]);
+    assert_eq!(code, 0, "{v}");
+    let run1 = v["summary"]["started"][0]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Wait for the agent to be running, then SIGKILL the worker (and the agent it started).
+    let start = Instant::now();
+    while !l.fake.join("agent.pid").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = l
+        .runs()
+        .into_iter()
+        .find(|r| r["runId"] == run1.as_str())
+        .unwrap();
+    assert_eq!(run["status"], "running");
+    let worker = run["pid"].as_i64().unwrap() as i32;
+    let agent: i32 = std::fs::read_to_string(l.fake.join("agent.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe {
+        libc::kill(worker, libc::SIGKILL);
+        libc::kill(agent, libc::SIGKILL);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(l.fake.join("sleep")).unwrap();
+
+    let s = l.summary();
+    let lost = l
+        .runs()
+        .into_iter()
+        .find(|r| r["runId"] == run1.as_str())
+        .unwrap();
+    assert_eq!(lost["status"], "failed");
+    assert!(
+        lost["error"].as_str().unwrap().starts_with("worker-lost"),
+        "{lost}"
+    );
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "retried in the same sweep");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+    assert_eq!(l.entry()["status"], "done");
+    assert_eq!(l.entry()["lastCapturedLine"], 2);
+}
+
+#[test]
+fn a_second_sweep_while_one_holds_the_lock_does_nothing_and_exits_75() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let lock_path = l.w.almanac_home().join("capture-sweep.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    f.lock().unwrap();
+    std::fs::write(
+        &lock_path,
+        r#"{"pid":4242,"startedAt":"2026-11-29T10:00:00.000Z"}"#,
+    )
+    .unwrap();
+    let out =
+        l.w.almanac()
+            .env("FAKE_DIR", &l.fake)
+            .args(["capture", "sweep"])
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("another capture sweep") && err.contains("pid 4242"),
+        "{err}"
+    );
+    assert!(l.runs().is_empty());
+    drop(f);
+    // Released: the next sweep works.
+    assert_eq!(items(&l.summary(), "started").len(), 1);
+}
+
+#[test]
+fn sweeps_started_together_capture_each_session_once() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let other =
+        l.w.home()
+            .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-000000000002.jsonl");
+    write_aged(
+        &other,
+        claude_line("5e551011-aaaa-4bbb-8ccc-000000000002", &l.repo, "hi").as_bytes(),
+        HOURS_2,
+    );
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"));
+            c.env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", l.w.home())
+                .env("ALMANAC_HOME", l.w.almanac_home())
+                .env("FAKE_DIR", &l.fake)
+                .args(["capture", "sweep", "--quiet", "0m"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = children
+        .into_iter()
+        .map(|mut c| c.wait().unwrap().code().unwrap())
+        .collect();
+    assert!(codes.iter().all(|c| *c == 0 || *c == 75), "{codes:?}");
+    assert!(codes.contains(&0));
+    l.wait_idle();
+    let runs = l.runs();
+    assert_eq!(runs.len(), 2, "one run per session: {runs:?}");
+    assert_eq!(l.calls().len(), 2);
+}
+
+#[test]
+fn the_agents_own_transcript_is_never_captured() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let store = l.w.home().join(".claude/projects/-work-app");
+    let env = [("FAKE_TRANSCRIPTS", store.to_str().unwrap())];
+    let (code, v) = l.sweep(&env);
+    assert_eq!(code, 0, "{v}");
+    l.wait_idle();
+    let agent_session = l.runs()[0]["agentSessionId"].as_str().unwrap().to_string();
+    let own = store.join(format!("{agent_session}.jsonl"));
+    assert!(
+        own.is_file(),
+        "the fake agent wrote its transcript into the Claude store"
+    );
+    // Make it look old and finished: only the run record link stops it.
+    set_age(&own, HOURS_2);
+    let (_, v) = l.sweep(&env);
+    l.wait_idle();
+    let s = &v["summary"];
+    let skipped = find_by_path(s, "skipped", &own).expect("the agent's transcript is reported");
+    assert_eq!(skipped["reason"], "internal-almanac-session");
+    assert!(items(s, "started").is_empty());
+    assert_eq!(l.calls().len(), 1);
+}
+
+#[test]
+fn marker_in_the_first_user_message_excludes_a_transcript() {
+    // Second line of defence: a transcript whose first user message carries the run marker (say the run
+    // record was pruned) is excluded by the shipped rules.
+    let l = live_world(3);
+    let marked =
+        l.w.home()
+            .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-00000000000f.jsonl");
+    write_aged(
+        &marked,
+        claude_line(
+            "5e551011-aaaa-4bbb-8ccc-00000000000f",
+            &l.repo,
+            "Update the wiki.\\n\\nalmanac-capture-run: run_20261129T000000000Z_abcd1234",
+        )
+        .as_bytes(),
+        HOURS_2,
+    );
+    let s = l.summary();
+    assert_eq!(
+        find_by_path(&s, "skipped", &marked).unwrap()["reason"],
+        "excluded-by-rule"
+    );
+    assert!(l.calls().is_empty());
+}
+
+#[test]
+fn a_corrupt_ledger_is_preserved_and_reported() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let ledger = l.repo.join(".almanac/runs/capture-ledger.json");
+    std::fs::write(&ledger, "{ this is not json").unwrap();
+    let s = l.summary();
+    let att = items(&s, "needsAttention");
+    assert_eq!(att.len(), 1);
+    assert_eq!(att[0]["reason"], "ledger-corrupt");
+    let moved = PathBuf::from(att[0]["transcriptPath"].as_str().unwrap());
+    assert!(moved
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("capture-ledger.json.corrupt-"));
+    assert_eq!(
+        std::fs::read_to_string(&moved).unwrap(),
+        "{ this is not json",
+        "the bad file is kept as it was"
+    );
+    // A fresh ledger took its place and the sweep went on.
+    assert_eq!(items(&s, "started").len(), 1);
+    assert_eq!(l.entry()["status"], "done");
+}
+
+#[test]
+fn a_moved_codex_rollout_continues_from_its_cursor() {
+    let l = live_world(3);
+    let name = "rollout-2026-11-29T16-30-04-01a22824-67fc-72a0-8696-7ffb0d4410c0.jsonl";
+    let meta = format!(
+        "{{\"timestamp\":\"2026-11-29T16:30:04.336Z\",\"type\":\"session_meta\",\"payload\":{{\"id\":\"01a22824-67fc-72a0-8696-7ffb0d4410c0\",\"cwd\":\"{}\"}}}}\n",
+        l.repo.display()
+    );
+    let turn = |t: &str| {
+        format!("{{\"timestamp\":\"2026-11-29T16:30:05.000Z\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"user_message\",\"message\":\"{t}\"}}}}\n")
+    };
+    let live_path =
+        l.w.home()
+            .join(format!(".codex/sessions/2026/11/29/{name}"));
+    write_aged(
+        &live_path,
+        format!("{meta}{}", turn("one")).as_bytes(),
+        HOURS_2,
+    );
+    assert_eq!(items(&l.summary(), "started").len(), 1);
+    // Codex archives the rollout (a move) and later appends to it.
+    let archived = l.w.home().join(format!(".codex/archived_sessions/{name}"));
+    std::fs::create_dir_all(archived.parent().unwrap()).unwrap();
+    std::fs::rename(&live_path, &archived).unwrap();
+    write_aged(
+        &archived,
+        format!("{meta}{}{}", turn("one"), turn("two")).as_bytes(),
+        HOURS_2,
+    );
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(3), Some(3))
+    );
+    let e = &l.ledger()["entries"]["codex:01a22824-67fc-72a0-8696-7ffb0d4410c0"];
+    assert_eq!(e["path"], archived.display().to_string());
+}
+
+#[test]
+fn prune_removes_old_runs_and_entries_of_deleted_transcripts() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    l.summary();
+    assert_eq!(l.runs().len(), 1);
+    // Nothing is older than 30 days yet.
+    let out =
+        l.w.almanac()
+            .args(["capture", "prune", "--older-than", "30d", "--repo"])
+            .arg(&l.repo)
+            .output()
+            .unwrap();
+    assert!(out.status.success());
+    assert_eq!(l.runs().len(), 1);
+    // Claude Code deleted the transcript; runs older than 0s go.
+    std::fs::remove_file(&l.transcript).unwrap();
+    let out =
+        l.w.almanac()
+            .args(["capture", "prune", "--older-than", "0s", "--json", "--repo"])
+            .arg(&l.repo)
+            .output()
+            .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runsRemoved"].as_array().unwrap().len(), 1);
+    assert_eq!(v["entriesRemoved"].as_array().unwrap().len(), 1);
+    assert!(l.runs().is_empty());
+    assert!(l.ledger()["entries"].as_object().unwrap().is_empty());
+    let leftovers: Vec<String> = std::fs::read_dir(l.repo.join(".almanac/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("run_"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn an_agent_missing_from_path_fails_the_run_with_its_name() {
+    let l = live_world(3);
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        "[capture]\nagent = \"claude\"\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let mut cmd = l.w.almanac();
+    cmd.env("PATH", "/nonexistent")
+        .args(["capture", "sweep", "--json", "--quiet", "0m"]);
+    assert!(cmd.output().unwrap().status.success());
+    l.wait_idle();
+    let e = l.entry();
+    assert_eq!(e["status"], "failed");
+    assert!(
+        e["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("\"claude\" not found on PATH"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_default_claude_agent_gets_the_documented_argv() {
+    let l = live_world(3);
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        "[capture]\nagent = \"claude\"\n",
+    )
+    .unwrap();
+    // A fake `claude` first on PATH records its arguments, one per line.
+    let bin = l.w.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("claude"),
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do echo \"ARG:$a\"; done > {}/claude-args\n",
+            l.fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out =
+        l.w.almanac()
+            .env("PATH", path)
+            .args(["capture", "sweep", "--quiet", "0m"])
+            .output()
+            .unwrap();
+    assert!(out.status.success());
+    l.wait_idle();
+    let args = std::fs::read_to_string(l.fake.join("claude-args")).unwrap();
+    let run = &l.runs()[0];
+    assert!(args.starts_with("ARG:-p\nARG:"), "{args}");
+    assert!(
+        args.contains("almanac-capture-run: "),
+        "the prompt is one argument: {args}"
+    );
+    assert!(
+        args.contains(&format!(
+            "ARG:--session-id\nARG:{}\n",
+            run["agentSessionId"].as_str().unwrap()
+        )),
+        "{args}"
+    );
+    assert!(
+        args.ends_with("ARG:--permission-mode\nARG:acceptEdits\n"),
+        "{args}"
+    );
+    assert_eq!(run["status"], "done");
+}

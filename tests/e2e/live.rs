@@ -218,6 +218,14 @@ fn first_sweep_captures_all_then_only_what_was_appended() {
     let s = l.summary();
     assert_eq!(s["counts"]["unchanged"], 1);
     assert_eq!(l.calls().len(), 1);
+    // The live sweep leaves its result for status commands.
+    let last: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(l.w.almanac_home().join("state/last-sweep.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["exit"], 0);
+    assert_eq!(last["counts"]["unchanged"], 1);
+    assert_eq!(last["started"], 0);
 
     // Append 3 lines and a partial one: lines 6-8 are captured, the partial line waits.
     let more = l.lines(5..8);
@@ -787,4 +795,31 @@ fn the_default_claude_agent_gets_the_documented_argv() {
         "{args}"
     );
     assert_eq!(run["status"], "done");
+}
+
+#[test]
+fn a_repo_prompt_overrides_the_built_in_instructions() {
+    let l = live_world(3);
+    std::fs::create_dir_all(l.repo.join(".almanac/prompts")).unwrap();
+    std::fs::write(
+        l.repo.join(".almanac/prompts/capture.md"),
+        "Only record deployment facts.\n",
+    )
+    .unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let s = l.summary();
+    let run = items(&s, "started")[0]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let p = l.prompt(&run);
+    assert!(p.starts_with("Only record deployment facts."), "{p}");
+    assert!(
+        !p.contains("teammate joining tomorrow"),
+        "the built-in text is replaced"
+    );
+    assert!(
+        p.contains(&format!("almanac-capture-run: {run}")),
+        "the continuation still follows"
+    );
 }

@@ -3,6 +3,7 @@
 //! Stages, one module each: `rules` (load, validate, compile), `discover` (walk stores, read heads, map
 //! repos), `policy` (pure eligibility), `sweep` (gather, decide, act), `cli` (arguments and rendering).
 
+pub mod automation;
 pub mod capture;
 pub mod cli;
 pub mod config;

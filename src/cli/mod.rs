@@ -1,6 +1,7 @@
 //! Command-line arguments, their validation, and rendering. Raw clap arguments become validated options
 //! in one step per command; the work itself lives in the stage modules.
 
+mod automation_cmds;
 mod capture_cmds;
 mod explain;
 mod output;
@@ -44,10 +45,67 @@ enum Command {
     /// Inspect and check the rule sets that describe each agent app.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Install, inspect or remove the OS scheduler job that runs `capture sweep --scheduled`.
+    #[command(subcommand)]
+    Automation(AutomationCommand),
+    /// Guided set-up: enable automatic wiki updates and create .almanac/ for the current repo.
+    Setup {
+        /// Answer yes to every question (no prompts).
+        #[arg(long)]
+        yes: bool,
+        /// Do not enable automatic capture.
+        #[arg(long)]
+        skip_automation: bool,
+        /// How often the scheduled sweep runs (default 5h).
+        #[arg(long, value_name = "DURATION")]
+        auto_capture_every: Option<String>,
+        #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
+        scheduler: String,
+        #[arg(long, value_name = "PATH")]
+        program: Option<PathBuf>,
+        #[arg(long)]
+        force: bool,
+    },
     /// Create .almanac/ at the git root (or the given directory).
     Init {
         /// Directory to initialise; default: the git root above the current directory, else the current directory.
         dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AutomationCommand {
+    /// Write config ([automation] capture_since, [automation.capture]) and register the scheduler job.
+    Install {
+        /// How often a sweep is due (default 5h, or the configured value).
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
+        /// Quiet window the sweeps use (default 45m, or the configured value).
+        #[arg(long, value_name = "DURATION")]
+        quiet: Option<String>,
+        #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
+        scheduler: String,
+        /// The almanac binary the scheduler runs (default: this one, via a stable PATH entry if any).
+        #[arg(long, value_name = "PATH")]
+        program: Option<PathBuf>,
+        /// Use a program path that would vanish (target/, a temp dir), with a warning.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What is configured, what is installed, the drift between them, and the last sweep.
+    Status {
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when installed and configured state differ.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Remove the job from every scheduler (logs and state are kept).
+    Uninstall {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -110,6 +168,9 @@ struct SweepArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Run by the OS scheduler: sweep only when [automation.capture] every has passed since the last one.
+    #[arg(long)]
+    scheduled: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -184,7 +245,12 @@ pub fn main() -> i32 {
             | RulesCommand::Validate { json, .. }
             | RulesCommand::Explain { json, .. },
         ) => *json,
-        Command::Init { .. } => false,
+        Command::Init { .. } | Command::Setup { .. } => false,
+        Command::Automation(
+            AutomationCommand::Install { json, .. }
+            | AutomationCommand::Status { json, .. }
+            | AutomationCommand::Uninstall { json },
+        ) => *json,
     };
     let mut out = Out::stdout();
     match dispatch(cli, &mut out) {
@@ -268,6 +334,52 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
                 out,
             )
         }
+        Command::Automation(AutomationCommand::Install {
+            every,
+            quiet,
+            scheduler,
+            program,
+            force,
+            json,
+        }) => automation_cmds::install(
+            &cx,
+            rules_dir,
+            automation_cmds::InstallArgs {
+                every,
+                quiet,
+                scheduler,
+                program,
+                force,
+                json,
+            },
+            out,
+        ),
+        Command::Automation(AutomationCommand::Status { json, check }) => {
+            automation_cmds::status(&cx, json, check, out)
+        }
+        Command::Automation(AutomationCommand::Uninstall { json }) => {
+            automation_cmds::uninstall(&cx, json, out)
+        }
+        Command::Setup {
+            yes,
+            skip_automation,
+            auto_capture_every,
+            scheduler,
+            program,
+            force,
+        } => automation_cmds::setup(
+            &cx,
+            rules_dir,
+            automation_cmds::SetupArgs {
+                yes,
+                skip_automation,
+                every: auto_capture_every,
+                scheduler,
+                program,
+                force,
+            },
+            out,
+        ),
         Command::Init { dir } => {
             let start = match dir {
                 Some(d) => d,
@@ -300,7 +412,7 @@ pub fn load_catalog(cx: &Context, rules_dir: Option<&std::path::Path>) -> Result
         .map_err(|diags| Failure::Config(diags.iter().map(|d| d.to_string()).collect()))
 }
 
-fn load_config(cx: &Context) -> Result<config::Config, Failure> {
+pub fn load_config(cx: &Context) -> Result<config::Config, Failure> {
     config::load(&cx.config_path()).map_err(|e| Failure::Config(vec![e.0]))
 }
 
@@ -423,6 +535,17 @@ fn sweep_command(
             }
         }
     };
+    if args.scheduled {
+        if let Err(why) = automation_cmds::scheduled_due(cx, &config) {
+            // One line for the scheduler's log, and success: not being due is normal.
+            if args.json {
+                out.json(&serde_json::json!({"ok": true, "due": false, "reason": why}));
+            } else {
+                out.line(&format!("{} almanac: {why}", crate::policy::iso(cx.now)));
+            }
+            return Ok(EXIT_OK);
+        }
+    }
     let summary = sweep::run(
         &catalog,
         cx,

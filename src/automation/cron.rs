@@ -1,0 +1,171 @@
+//! Linux cron fallback: a marked block in the user's crontab. Every line outside the block is kept byte
+//! for byte; the new table is handed to `crontab <file>` (portable, unlike stdin).
+
+use super::{text, InstallReport, Installed, JobSpec, Kind};
+
+pub const BEGIN: &str = "# BEGIN CODEALMANAC CAPTURE SWEEP";
+pub const END: &str = "# END CODEALMANAC CAPTURE SWEEP";
+
+/// The current crontab; "no crontab for <user>" is an empty one.
+pub fn read() -> Result<String, String> {
+    let o = super::run("crontab", &["-l"]).map_err(|e| format!("cannot run crontab: {e}"))?;
+    if o.status.success() {
+        return Ok(String::from_utf8_lossy(&o.stdout).into_owned());
+    }
+    let msg = text(&o);
+    if msg.to_lowercase().contains("no crontab") {
+        return Ok(String::new());
+    }
+    Err(format!("`crontab -l` failed: {msg}"))
+}
+
+fn write(table: &str, job: &JobSpec) -> Result<(), String> {
+    let dir = job.almanac_home.join("state");
+    crate::util::atomic::ensure_private_dir(&dir).map_err(|e| e.to_string())?;
+    let tmp = dir.join(format!("crontab.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, table).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let out = super::run("crontab", &[&tmp.display().to_string()]);
+    let _ = std::fs::remove_file(&tmp);
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("`crontab <file>` failed: {}", text(&o))),
+        Err(e) => Err(format!("cannot run crontab: {e}")),
+    }
+}
+
+/// The table without our block, and the block's minute if there was one.
+fn split(table: &str) -> (String, Option<u32>) {
+    let mut kept = String::new();
+    let mut inside = false;
+    let mut minute = None;
+    for line in table.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if bare == BEGIN {
+            inside = true;
+            continue;
+        }
+        if bare == END && inside {
+            inside = false;
+            continue;
+        }
+        if inside {
+            if minute.is_none() && !bare.starts_with('#') {
+                minute = bare
+                    .split_whitespace()
+                    .next()
+                    .and_then(|m| m.parse().ok())
+                    .filter(|m: &u32| *m < 60);
+            }
+            continue;
+        }
+        kept.push_str(line);
+    }
+    (kept, minute)
+}
+
+fn quote(s: &str) -> Result<String, String> {
+    if s.contains('%') || s.contains('\n') {
+        return Err(format!("{s:?} contains % or a newline, which cron would break; install almanac under a plainer path"));
+    }
+    Ok(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
+pub fn render_block(job: &JobSpec, minute: u32) -> Result<String, String> {
+    Ok(format!(
+        "{BEGIN}\n# Managed by almanac (`almanac automation install`); an hourly tick, the sweep decides when it is due.\n{minute} * * * * env PATH={} {} capture sweep --scheduled >>{} 2>>{}\n{END}\n",
+        quote(&job.path_env)?,
+        quote(&job.program.display().to_string())?,
+        quote(&job.out_log.display().to_string())?,
+        quote(&job.err_log.display().to_string())?
+    ))
+}
+
+pub fn install(job: &JobSpec) -> Result<InstallReport, String> {
+    let table = read()?;
+    let (mut kept, minute) = split(&table);
+    let minute = minute.unwrap_or_else(|| {
+        let b: [u8; 2] = crate::util::ids::random_bytes();
+        (u16::from_le_bytes(b) % 60) as u32
+    });
+    if !kept.is_empty() && !kept.ends_with('\n') {
+        kept.push('\n');
+    }
+    let new = format!("{kept}{}", render_block(job, minute)?);
+    let report = |changed| InstallReport {
+        changed,
+        file: "crontab".into(),
+        warnings: Vec::new(),
+    };
+    if new == table {
+        return Ok(report(false));
+    }
+    if let Some(dir) = job.out_log.parent() {
+        crate::util::atomic::ensure_private_dir(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    write(&new, job)?;
+    Ok(report(true))
+}
+
+pub fn uninstall(job: &JobSpec) -> Result<Option<String>, String> {
+    if !super::on_path("crontab") {
+        return Ok(None);
+    }
+    let table = read()?;
+    let (kept, _) = split(&table);
+    if kept == table {
+        return Ok(None);
+    }
+    write(&kept, job)?;
+    Ok(Some("the crontab block".into()))
+}
+
+pub fn installed(_job: &JobSpec) -> Option<Installed> {
+    if !super::on_path("crontab") {
+        return None;
+    }
+    let table = read().ok()?;
+    let start = table.find(BEGIN)?;
+    let block = &table[start..];
+    let line = block
+        .lines()
+        .skip(1)
+        .find(|l| !l.starts_with('#'))?
+        .to_string();
+    let mut problems = Vec::new();
+    // `M * * * * env PATH='..' '<program>' capture sweep --scheduled ...`
+    let program = line.split('\'').nth(3).map(str::to_string);
+    if !line.contains("capture sweep --scheduled") || line.split_whitespace().nth(1) != Some("*") {
+        problems.push(
+            "file-modified: the crontab line is not our hourly `capture sweep --scheduled`".into(),
+        );
+    }
+    Some(Installed {
+        scheduler: Kind::Cron,
+        file: "crontab".into(),
+        program,
+        args: vec!["capture".into(), "sweep".into(), "--scheduled".into()],
+        interval_secs: Some(3600),
+        live: serde_json::json!({"present": true, "line": line}),
+        problems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_everything_outside_the_block() {
+        let table = format!("MAILTO=me\n0 1 * * * backup\n{BEGIN}\n# note\n17 * * * * x\n{END}\n# trailing comment without newline");
+        let (kept, minute) = split(&table);
+        assert_eq!(
+            kept,
+            "MAILTO=me\n0 1 * * * backup\n# trailing comment without newline"
+        );
+        assert_eq!(minute, Some(17));
+        assert_eq!(split("").0, "");
+        assert_eq!(quote("/a b/it's").unwrap(), "'/a b/it'\\''s'");
+        assert!(quote("/50%/x").is_err());
+    }
+}

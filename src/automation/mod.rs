@@ -1,0 +1,274 @@
+//! `almanac automation install|status|uninstall`: one small adapter per OS scheduler behind one interface.
+//! The scheduler only wakes us; `capture sweep --scheduled` decides whether a sweep is due. Every external
+//! command (`launchctl`, `systemctl`, `crontab`, `loginctl`) is looked up on PATH when it is called, so
+//! tests put recording fakes first on PATH.
+
+pub mod cron;
+pub mod launchd;
+pub mod systemd;
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+pub const LABEL: &str = "com.codealmanac.capture-sweep";
+pub const SWEEP_ARGS: [&str; 3] = ["capture", "sweep", "--scheduled"];
+
+/// What every adapter installs: the same command on the same cadence.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// Absolute path of the almanac binary.
+    pub program: PathBuf,
+    pub every: Duration,
+    /// PATH for the job: the installer's PATH plus the usual tool directories.
+    pub path_env: String,
+    pub out_log: PathBuf,
+    pub err_log: PathBuf,
+    pub home: PathBuf,
+    pub almanac_home: PathBuf,
+    /// `$XDG_CONFIG_HOME` or `~/.config`.
+    pub config_home: PathBuf,
+}
+
+impl JobSpec {
+    pub fn argv(&self) -> Vec<String> {
+        let mut v = vec![self.program.display().to_string()];
+        v.extend(SWEEP_ARGS.iter().map(|s| s.to_string()));
+        v
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Launchd,
+    Systemd,
+    Cron,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Launchd => "launchd",
+            Kind::Systemd => "systemd",
+            Kind::Cron => "cron",
+        }
+    }
+
+    pub const ALL: [Kind; 3] = [Kind::Launchd, Kind::Systemd, Kind::Cron];
+}
+
+pub struct InstallReport {
+    /// False when everything was already right and nothing was touched.
+    pub changed: bool,
+    pub file: String,
+    pub warnings: Vec<String>,
+}
+
+/// What one scheduler holds of ours, read back from its files and asked of the scheduler itself.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Installed {
+    pub scheduler: Kind,
+    pub file: String,
+    pub program: Option<String>,
+    pub args: Vec<String>,
+    /// launchd: StartInterval; systemd/cron: the tick (3600).
+    pub interval_secs: Option<u64>,
+    /// Scheduler-specific live state (launchd print, systemd show, cron presence).
+    pub live: serde_json::Value,
+    /// Problems only this scheduler can see (not loaded, no next trigger, schedule edited).
+    pub problems: Vec<String>,
+}
+
+/// Runs an external command found on PATH now. Its output is returned, never printed.
+pub fn run(program: &str, args: &[&str]) -> std::io::Result<Output> {
+    std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+}
+
+pub fn on_path(program: &str) -> bool {
+    crate::capture::agent::resolve_program(program).is_some()
+}
+
+fn text(o: &Output) -> String {
+    let mut s = String::from_utf8_lossy(&o.stderr).trim().to_string();
+    if s.is_empty() {
+        s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    }
+    s
+}
+
+/// `auto`: macOS -> launchd; elsewhere systemd when `systemctl --user` answers, else cron.
+pub fn choose(requested: &str) -> Result<Kind, String> {
+    match requested {
+        "launchd" => Ok(Kind::Launchd),
+        "systemd" => Ok(Kind::Systemd),
+        "cron" => Ok(Kind::Cron),
+        "auto" => {
+            if cfg!(target_os = "macos") {
+                Ok(Kind::Launchd)
+            } else if systemd::available() {
+                Ok(Kind::Systemd)
+            } else if on_path("crontab") {
+                Ok(Kind::Cron)
+            } else {
+                Err("neither systemd user timers (`systemctl --user` does not answer) nor `crontab` is available; install cron or run `almanac capture sweep` yourself".into())
+            }
+        }
+        other => Err(format!(
+            "--scheduler \"{other}\": expected auto, launchd, systemd or cron"
+        )),
+    }
+}
+
+pub fn install(kind: Kind, job: &JobSpec) -> Result<InstallReport, String> {
+    match kind {
+        Kind::Launchd => launchd::install(job),
+        Kind::Systemd => systemd::install(job),
+        Kind::Cron => cron::install(job),
+    }
+}
+
+/// Removes ours from one scheduler; Some(what) when something was removed.
+pub fn uninstall(kind: Kind, job: &JobSpec) -> Result<Option<String>, String> {
+    match kind {
+        Kind::Launchd => launchd::uninstall(job),
+        Kind::Systemd => systemd::uninstall(job),
+        Kind::Cron => cron::uninstall(job),
+    }
+}
+
+pub fn installed(kind: Kind, job: &JobSpec) -> Option<Installed> {
+    match kind {
+        Kind::Launchd => launchd::installed(job),
+        Kind::Systemd => systemd::installed(job),
+        Kind::Cron => cron::installed(job),
+    }
+}
+
+/// The PATH a scheduled job gets: the installer's PATH, then the usual tool directories, de-duplicated
+/// with the first occurrence kept (launchd and cron start jobs with a minimal PATH).
+pub fn job_path(installer_path: &str, home: &Path) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let extra = [
+        home.join(".local/bin").display().to_string(),
+        home.join(".cargo/bin").display().to_string(),
+        "/opt/homebrew/bin".into(),
+        "/usr/local/bin".into(),
+        "/usr/bin".into(),
+        "/bin".into(),
+    ];
+    for p in installer_path
+        .split(':')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .chain(extra)
+    {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out.join(":")
+}
+
+/// Picks the binary the scheduler runs: `--program`, else `almanac` on PATH when it is this very binary
+/// (a stable symlink such as ~/.cargo/bin/almanac survives upgrades), else this binary. Paths that vanish
+/// (a cargo `target/` dir, a temp dir) are refused unless `force`, which turns the refusal into a warning.
+pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec<String>), String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut warnings = Vec::new();
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find this program's path: {e}"))?;
+    let program = match flag {
+        Some(p) => {
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                std::env::current_dir().map_err(|e| e.to_string())?.join(p)
+            };
+            crate::util::paths::normalize(&p)
+        }
+        None => {
+            let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+                _ => false,
+            };
+            match crate::capture::agent::resolve_program("almanac") {
+                Some(found) if found.is_absolute() && same(&found, &exe) => found,
+                _ => exe,
+            }
+        }
+    };
+    let executable = std::fs::metadata(&program).is_ok_and(|m| {
+        m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+    });
+    if !executable {
+        let msg = format!(
+            "program {} does not exist or is not executable",
+            program.display()
+        );
+        if !force {
+            return Err(format!("{msg}; pass --program with the installed almanac"));
+        }
+        warnings.push(msg);
+    }
+    if let Some(why) = vanishing(&program) {
+        let msg = format!("program {} is {why}, which would vanish; install almanac (`cargo install --path .`) or pass --program", program.display());
+        if !force {
+            return Err(format!("{msg} (or --force to use it anyway)"));
+        }
+        warnings.push(msg);
+    }
+    Ok((program, warnings))
+}
+
+fn vanishing(p: &Path) -> Option<&'static str> {
+    let parts: Vec<String> = p
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts
+        .windows(2)
+        .any(|w| w[0] == "target" && matches!(w[1].as_str(), "debug" | "release"))
+    {
+        return Some("in a cargo target/ directory");
+    }
+    let tmp = std::env::temp_dir();
+    let temps = [
+        tmp.as_path(),
+        Path::new("/tmp"),
+        Path::new("/var/tmp"),
+        Path::new("/private/tmp"),
+        Path::new("/var/folders"),
+    ];
+    if temps.iter().any(|t| p.starts_with(t)) {
+        return Some("in a temporary directory");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_path_keeps_order_and_drops_duplicates() {
+        let p = job_path(
+            "/opt/homebrew/bin:/opt/homebrew/bin:/custom/bin::/bin",
+            Path::new("/h"),
+        );
+        assert_eq!(p, "/opt/homebrew/bin:/custom/bin:/bin:/h/.local/bin:/h/.cargo/bin:/usr/local/bin:/usr/bin");
+    }
+
+    #[test]
+    fn vanishing_paths() {
+        assert!(vanishing(Path::new("/w/almanac/target/debug/almanac")).is_some());
+        assert!(vanishing(Path::new("/tmp/x/almanac")).is_some());
+        assert!(vanishing(Path::new("/home/u/.cargo/bin/almanac")).is_none());
+    }
+}

@@ -1,0 +1,486 @@
+//! `automation install|status|uninstall` and `setup`: the scheduler commands only manage the OS job;
+//! the sweep logic stays in `capture sweep`.
+
+use super::output::Out;
+use super::{load_catalog, load_config, Failure, EXIT_FAILURE, EXIT_OK};
+use crate::automation::{self, Installed, JobSpec, Kind, SWEEP_ARGS};
+use crate::config::{self, AutomationSettings, Config};
+use crate::context::Context;
+use crate::util::duration::{format_duration, parse_duration};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_EVERY: Duration = Duration::from_secs(5 * 3600);
+pub const DEFAULT_QUIET: Duration = Duration::from_secs(45 * 60);
+
+pub struct InstallArgs {
+    pub every: Option<String>,
+    pub quiet: Option<String>,
+    pub scheduler: String,
+    pub program: Option<PathBuf>,
+    pub force: bool,
+    pub json: bool,
+}
+
+fn job(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
+    let logs = cx.almanac_home.join("logs");
+    let config_home = cx
+        .var("XDG_CONFIG_HOME")
+        .filter(|v| Path::new(v).is_absolute())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cx.home.join(".config"));
+    JobSpec {
+        program,
+        every,
+        path_env: automation::job_path(cx.var("PATH").unwrap_or(""), &cx.home),
+        out_log: logs.join("capture-sweep.out.log"),
+        err_log: logs.join("capture-sweep.err.log"),
+        home: cx.home.clone(),
+        almanac_home: cx.almanac_home.clone(),
+        config_home,
+    }
+}
+
+/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt.
+fn kinds_here() -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| !(cfg!(target_os = "macos") && *k == Kind::Cron))
+        .collect()
+}
+
+fn duration_flag(name: &str, v: Option<&str>, zero_ok: bool) -> Result<Option<Duration>, Failure> {
+    let Some(v) = v else { return Ok(None) };
+    let d = parse_duration(v).map_err(|e| Failure::Usage(format!("{name}: {e}")))?;
+    if !zero_ok && d.is_zero() {
+        return Err(Failure::Usage(format!("{name}: must be greater than zero")));
+    }
+    Ok(Some(d))
+}
+
+pub fn install(
+    cx: &Context,
+    rules_dir: Option<&Path>,
+    a: InstallArgs,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let every_flag = duration_flag("--every", a.every.as_deref(), false)?;
+    let quiet_flag = duration_flag("--quiet", a.quiet.as_deref(), true)?;
+    let kind = automation::choose(&a.scheduler).map_err(Failure::Usage)?;
+    let config = load_config(cx)?;
+    let catalog = load_catalog(cx, rules_dir)?;
+    let (program, mut warnings) =
+        automation::resolve_program(a.program.as_deref(), a.force).map_err(Failure::Usage)?;
+    let every = every_flag.or(config.every).unwrap_or(DEFAULT_EVERY);
+    let quiet = quiet_flag.or(config.quiet).unwrap_or(DEFAULT_QUIET);
+    let apps = config
+        .apps
+        .clone()
+        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect());
+    // Config first: capture_since must exist before the scheduler's first (RunAtLoad) sweep.
+    let settings = AutomationSettings {
+        enabled: true,
+        every,
+        quiet,
+        apps: apps.clone(),
+        program: program.display().to_string(),
+    };
+    let (config_changed, since) =
+        config::write_automation(&cx.config_path(), cx.now, Some(&settings), None)
+            .map_err(|e| Failure::Config(vec![e.0]))?;
+    let spec = job(cx, program.clone(), every);
+    let mut removed = Vec::new();
+    for other in kinds_here().into_iter().filter(|k| *k != kind) {
+        match automation::uninstall(other, &spec) {
+            Ok(Some(what)) => removed.push(format!("removed from {}: {what}", other.name())),
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("could not remove ours from {}: {e}", other.name())),
+        }
+    }
+    let report = automation::install(kind, &spec).map_err(Failure::Other)?;
+    warnings.extend(report.warnings);
+    let changed = report.changed || config_changed || !removed.is_empty();
+    if a.json {
+        out.json(&serde_json::json!({
+            "ok": true, "changed": changed, "scheduler": kind, "file": report.file,
+            "every": format_duration(every), "quiet": format_duration(quiet), "apps": apps,
+            "captureSince": since, "command": spec.argv(), "logs": [spec.out_log, spec.err_log],
+            "removed": removed, "warnings": warnings,
+        }));
+    } else {
+        out.line(&if changed {
+            format!("almanac: automatic capture installed ({})", kind.name())
+        } else {
+            format!(
+                "almanac: automatic capture already installed ({}); nothing changed",
+                kind.name()
+            )
+        });
+        out.line(&format!("  every: {}", format_duration(every)));
+        out.line(&format!("  quiet: {}", format_duration(quiet)));
+        out.line(&format!("  apps: {}", apps.join(", ")));
+        if let Some(s) = &since {
+            out.line(&format!("  capturing transcripts after: {s}"));
+        }
+        out.line(&format!("  command: {}", spec.argv().join(" ")));
+        out.line(&format!("  file: {}", report.file));
+        out.line(&format!(
+            "  logs: {} and {}",
+            spec.out_log.display(),
+            spec.err_log.display()
+        ));
+        for r in &removed {
+            out.line(&format!("  {r}"));
+        }
+    }
+    for w in &warnings {
+        eprintln!("almanac: warning: {w}");
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure> {
+    let config = load_config(cx)?;
+    let program = config
+        .program
+        .clone()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("almanac"));
+    let spec = job(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
+    let mut removed = Vec::new();
+    let mut errors = Vec::new();
+    for kind in kinds_here() {
+        match automation::uninstall(kind, &spec) {
+            Ok(Some(what)) => removed.push(format!("{}: {what}", kind.name())),
+            Ok(None) => {}
+            Err(e) => errors.push(format!("{}: {e}", kind.name())),
+        }
+    }
+    if config.automation_enabled == Some(true) {
+        config::write_automation(&cx.config_path(), cx.now, None, Some(false))
+            .map_err(|e| Failure::Config(vec![e.0]))?;
+    }
+    if json {
+        out.json(
+            &serde_json::json!({"ok": errors.is_empty(), "removed": removed, "errors": errors}),
+        );
+    } else if removed.is_empty() && errors.is_empty() {
+        out.line("almanac: automatic capture is not installed; nothing to remove");
+    } else {
+        for r in &removed {
+            out.line(&format!("almanac: removed {r}"));
+        }
+        out.line(&format!(
+            "  logs and state are kept in {}",
+            cx.almanac_home.display()
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(Failure::Other(errors.join("; ")));
+    }
+    Ok(EXIT_OK)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Drift {
+    code: String,
+    message: String,
+}
+
+fn drift(code: &str, message: String) -> Drift {
+    Drift {
+        code: code.into(),
+        message,
+    }
+}
+
+fn configured_json(config: &Config) -> serde_json::Value {
+    serde_json::json!({
+        "enabled": config.automation_enabled.unwrap_or(false),
+        "every": format_duration(config.every.unwrap_or(DEFAULT_EVERY)),
+        "quiet": format_duration(config.quiet.unwrap_or(DEFAULT_QUIET)),
+        "apps": config.apps,
+        "captureSince": config.capture_since.map(crate::policy::iso),
+        "program": config.program,
+    })
+}
+
+fn drifts(config: &Config, installed: &[Installed], every: Duration) -> Vec<Drift> {
+    let mut out = Vec::new();
+    let enabled = config.automation_enabled.unwrap_or(false);
+    if enabled && installed.is_empty() {
+        out.push(drift("not-installed", "config enables automatic capture but no scheduler holds it; run `almanac automation install`".into()));
+    }
+    if !enabled && !installed.is_empty() {
+        out.push(drift("installed-but-disabled", "a scheduler holds the sweep but config does not enable it; run `almanac automation install` or `uninstall`".into()));
+    }
+    if installed.len() > 1 {
+        let names: Vec<&str> = installed.iter().map(|i| i.scheduler.name()).collect();
+        out.push(drift("foreign-scheduler", format!("installed in more than one scheduler ({}); run `almanac automation install` to keep one", names.join(", "))));
+    }
+    for i in installed {
+        let name = i.scheduler.name();
+        match &i.program {
+            Some(p) => {
+                let ok = std::fs::metadata(p).is_ok_and(|m| {
+                    m.is_file()
+                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+                });
+                if !ok {
+                    out.push(drift("program-missing", format!("{name} runs {p}, which does not exist or is not executable; reinstall almanac or run `almanac automation install --program PATH`")));
+                } else if config.program.as_deref().is_some_and(|c| c != p) {
+                    out.push(drift("program-mismatch", format!("{name} runs {p} but config records {}; run `almanac automation install`", config.program.as_deref().unwrap_or(""))));
+                }
+            }
+            None => out.push(drift(
+                "program-missing",
+                format!("{name}: no program in {}", i.file),
+            )),
+        }
+        if i.args != SWEEP_ARGS {
+            out.push(drift("file-modified", format!("{name} runs `{}`, not `capture sweep --scheduled`; run `almanac automation install`", i.args.join(" "))));
+        }
+        if i.scheduler == Kind::Launchd && i.interval_secs != Some(every.as_secs()) {
+            out.push(drift(
+                "interval-mismatch",
+                format!("launchd StartInterval is {}s but config says every {}; run `almanac automation install`", i.interval_secs.unwrap_or(0), format_duration(every)),
+            ));
+        }
+        for p in &i.problems {
+            let (code, msg) = p.split_once(": ").unwrap_or(("scheduler-problem", p));
+            out.push(drift(code, format!("{name}: {msg}")));
+        }
+    }
+    out
+}
+
+pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i32, Failure> {
+    let config = load_config(cx)?;
+    let every = config.every.unwrap_or(DEFAULT_EVERY);
+    let program = config
+        .program
+        .clone()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("almanac"));
+    let spec = job(cx, program, every);
+    let installed: Vec<Installed> = kinds_here()
+        .into_iter()
+        .filter_map(|k| automation::installed(k, &spec))
+        .collect();
+    let drift = drifts(&config, &installed, every);
+    let last: Option<serde_json::Value> =
+        std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+    if json {
+        out.json(&serde_json::json!({
+            "ok": true,
+            "configured": configured_json(&config),
+            "installed": installed,
+            "drift": drift,
+            "lastSweep": last,
+            "logs": [spec.out_log, spec.err_log],
+        }));
+    } else {
+        let enabled = config.automation_enabled.unwrap_or(false);
+        out.line(&format!(
+            "automatic capture: {}",
+            if enabled { "enabled" } else { "not enabled" }
+        ));
+        out.line(&format!(
+            "  every: {}, quiet: {}",
+            format_duration(every),
+            format_duration(config.quiet.unwrap_or(DEFAULT_QUIET))
+        ));
+        if let Some(s) = config.capture_since {
+            out.line(&format!(
+                "  capturing transcripts after: {}",
+                crate::policy::iso(s)
+            ));
+        }
+        if installed.is_empty() {
+            out.line("  installed: nowhere");
+        }
+        for i in &installed {
+            out.line(&format!("  installed: {} ({})", i.scheduler.name(), i.file));
+            out.line(&format!(
+                "    command: {} {}",
+                i.program.as_deref().unwrap_or("?"),
+                i.args.join(" ")
+            ));
+            out.line(&format!("    state: {}", i.live));
+        }
+        match &last {
+            Some(l) => out.line(&format!(
+                "  last sweep: {} (exit {}, {} started, {} need attention)",
+                l["startedAt"].as_str().unwrap_or("?"),
+                l["exit"],
+                l["started"],
+                l["needsAttention"]
+            )),
+            None => out.line("  last sweep: none recorded"),
+        }
+        out.line(&format!(
+            "  logs: {} and {}",
+            spec.out_log.display(),
+            spec.err_log.display()
+        ));
+        if drift.is_empty() {
+            out.line("  drift: none");
+        }
+        for d in &drift {
+            out.line(&format!("  drift: {}: {}", d.code, d.message));
+        }
+    }
+    Ok(if check && !drift.is_empty() {
+        EXIT_FAILURE
+    } else {
+        EXIT_OK
+    })
+}
+
+/// `capture sweep --scheduled`: the OS only wakes us; sweep only when `every` has passed since the last
+/// sweep started (with a little slack, so a tick exactly one interval later is due).
+pub fn scheduled_due(cx: &Context, config: &Config) -> Result<(), String> {
+    if config.automation_enabled == Some(false) {
+        return Err(
+            "automatic capture is disabled ([automation.capture] enabled = false); nothing to do"
+                .into(),
+        );
+    }
+    let every = config.every.unwrap_or(DEFAULT_EVERY);
+    let slack = (every / 10).min(Duration::from_secs(300));
+    let last = std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| {
+            v["startedAt"]
+                .as_str()
+                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        })
+        .map(|t| t.with_timezone(&chrono::Utc));
+    let Some(last) = last else { return Ok(()) };
+    let since = cx
+        .now
+        .signed_duration_since(last)
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    if since + slack >= every {
+        return Ok(());
+    }
+    let next = last + chrono::Duration::from_std(every - slack).unwrap_or_default();
+    Err(format!(
+        "capture sweep not due: last sweep {} ago, every {}; next after {}",
+        format_duration(since),
+        format_duration(every),
+        crate::policy::iso(next)
+    ))
+}
+
+pub struct SetupArgs {
+    pub yes: bool,
+    pub skip_automation: bool,
+    pub every: Option<String>,
+    pub scheduler: String,
+    pub program: Option<PathBuf>,
+    pub force: bool,
+}
+
+fn ask(question: &str, yes: bool) -> Option<bool> {
+    if yes {
+        return Some(true);
+    }
+    if unsafe { libc::isatty(0) } != 1 {
+        return None;
+    }
+    eprint!("{question} [Y/n] ");
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return None;
+    }
+    let a = line.trim().to_lowercase();
+    Some(a.is_empty() || a == "y" || a == "yes")
+}
+
+pub fn setup(
+    cx: &Context,
+    rules_dir: Option<&Path>,
+    a: SetupArgs,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    duration_flag("--auto-capture-every", a.every.as_deref(), false)?;
+    if a.skip_automation {
+        out.line("almanac: automatic wiki updates skipped (--skip-automation); enable later with `almanac automation install`");
+    } else {
+        let every = a
+            .every
+            .clone()
+            .unwrap_or_else(|| format_duration(DEFAULT_EVERY));
+        let q = format!(
+            "Enable automatic wiki updates?\nRuns a local scheduled sweep every {} and captures new Claude/Codex session transcript updates for repos that have .almanac/.",
+            humanize(&every)
+        );
+        match ask(&q, a.yes) {
+            Some(true) => {
+                install(
+                    cx,
+                    rules_dir,
+                    InstallArgs {
+                        every: Some(every),
+                        quiet: None,
+                        scheduler: a.scheduler.clone(),
+                        program: a.program.clone(),
+                        force: a.force,
+                        json: false,
+                    },
+                    out,
+                )?;
+            }
+            Some(false) => out.line("almanac: automatic wiki updates not enabled; enable later with `almanac automation install`"),
+            None => out.line("almanac: not a terminal, so not asking: automatic wiki updates not enabled; run `almanac setup --yes` or `almanac automation install`"),
+        }
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::Other(format!("cannot read the current directory: {e}")))?;
+    let root = crate::init::repo_root(&cwd);
+    if root.join(".almanac").is_dir() {
+        out.line(&format!(
+            "almanac: {} already has a wiki (.almanac/)",
+            root.display()
+        ));
+    } else {
+        match ask(
+            &format!("Create a wiki (.almanac/) in {}?", root.display()),
+            a.yes,
+        ) {
+            Some(true) => {
+                crate::init::init(&root).map_err(|e| {
+                    Failure::Other(format!("cannot create {}/.almanac: {e}", root.display()))
+                })?;
+                out.line(&format!(
+                    "almanac: initialised {}",
+                    root.join(".almanac").display()
+                ));
+            }
+            _ => out.line(&format!(
+                "almanac: no wiki created here; `almanac init` in a repo creates one ({})",
+                root.display()
+            )),
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `5h` -> `5 hours` for the question a person reads.
+fn humanize(d: &str) -> String {
+    match parse_duration(d) {
+        Ok(x) if x.as_secs() % 3600 == 0 => {
+            let h = x.as_secs() / 3600;
+            format!("{h} hour{}", if h == 1 { "" } else { "s" })
+        }
+        Ok(x) if x.as_secs() % 60 == 0 => format!("{} minutes", x.as_secs() / 60),
+        _ => d.to_string(),
+    }
+}

@@ -14,4 +14,5 @@ pub mod ledger;
 pub mod policy;
 pub mod rules;
 pub mod sweep;
+pub mod turns;
 pub mod util;

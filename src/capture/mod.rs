@@ -22,6 +22,8 @@ pub struct RunSpec<'a> {
     pub to_byte: u64,
     pub prefix_hash: &'a str,
     pub agent: &'a str,
+    /// What the new part holds, for the prompt.
+    pub summary: Option<&'a crate::turns::PartSummary>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -62,7 +64,7 @@ pub fn queue(
         log_path: runs.join(format!("{run_id}.log")).display().to_string(),
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
-    let text = prompt::render(&template, &record);
+    let text = prompt::render(&template, &record, spec.summary);
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
     run::write(&runs, &record)?;
     crate::util::fault::point("run-record-written");

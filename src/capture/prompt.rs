@@ -23,7 +23,11 @@ pub fn template(almanac_home: &Path, repo: &Path) -> (String, String) {
     (DEFAULT_TEMPLATE.to_string(), "built in".to_string())
 }
 
-pub fn render(template: &str, run: &RunRecord) -> String {
+pub fn render(
+    template: &str,
+    run: &RunRecord,
+    summary: Option<&crate::turns::PartSummary>,
+) -> String {
     let mut p = template.trim_end().to_string();
     p.push_str("\n\n");
     p.push_str(&format!(
@@ -50,6 +54,29 @@ pub fn render(template: &str, run: &RunRecord) -> String {
             run.to_byte
         ));
     }
+    if let Some(s) = summary {
+        p.push_str(&format!(
+            "\nThe new part holds {} user turn{}.",
+            s.user_turns,
+            if s.user_turns == 1 { "" } else { "s" }
+        ));
+        if let Some(u) = &s.first_user {
+            p.push_str(&format!(" First user prompt: {}.", quote(u)));
+        }
+        if let Some(u) = &s.last_user {
+            p.push_str(&format!(" Last user prompt: {}.", quote(u)));
+        }
+        if !s.tools.is_empty() {
+            p.push_str(&format!(" Tools used: {}.", s.tools.join(", ")));
+        }
+        p.push_str(" (A summary only: read the transcript itself.)\n");
+    }
     p.push_str(&format!("\n{MARKER} {}\n", run.run_id));
     p
+}
+
+/// A prompt excerpt on one line and quoted.
+fn quote(s: &str) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("\"{}\"", one_line.replace('"', "'"))
 }

@@ -5,6 +5,7 @@ mod automation_cmds;
 mod capture_cmds;
 mod explain;
 mod output;
+mod turns_cmds;
 
 use crate::config;
 use crate::context::Context;
@@ -146,6 +147,35 @@ enum CaptureCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A transcript's turns: user prompt, assistant text and tools, bounded (user 2 KiB, assistant 4 KiB).
+    Turns {
+        transcript: PathBuf,
+        /// Only the part after this line.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        since_line: u64,
+        /// Only the most recent user -> assistant exchange.
+        #[arg(long)]
+        latest: bool,
+        /// Most turn records kept; older ones are dropped 100 at a time behind a marker.
+        #[arg(long, value_name = "N", default_value_t = crate::turns::MAX_TURNS)]
+        max_turns: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Discovered root sessions, most recent first, with their capture state.
+    Sessions {
+        /// Apps, comma-separated (default: as for capture sweep).
+        #[arg(long, value_name = "LIST")]
+        apps: Option<String>,
+        /// Only sessions of this repo.
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// Only sessions modified within this long (e.g. 2h).
+        #[arg(long, value_name = "DURATION")]
+        max_age: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs a repo's queued captures (started by the sweep; not for direct use).
     #[command(hide = true)]
     Worker {
@@ -237,7 +267,9 @@ pub fn main() -> i32 {
         Command::Capture(
             CaptureCommand::Status { json, .. }
             | CaptureCommand::Reset { json, .. }
-            | CaptureCommand::Prune { json, .. },
+            | CaptureCommand::Prune { json, .. }
+            | CaptureCommand::Turns { json, .. }
+            | CaptureCommand::Sessions { json, .. },
         ) => *json,
         Command::Capture(CaptureCommand::Worker { .. }) => false,
         Command::Rules(
@@ -282,6 +314,54 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
     }
     match cli.command {
         Command::Capture(CaptureCommand::Sweep(args)) => sweep_command(&cx, rules_dir, args, out),
+        Command::Capture(CaptureCommand::Turns {
+            transcript,
+            since_line,
+            latest,
+            max_turns,
+            json,
+        }) => {
+            let catalog = load_catalog(&cx, rules_dir)?;
+            turns_cmds::turns(
+                &catalog,
+                &cx,
+                turns_cmds::TurnsArgs {
+                    transcript: &transcript,
+                    since_line,
+                    latest,
+                    max_turns,
+                    json,
+                },
+                out,
+            )
+        }
+        Command::Capture(CaptureCommand::Sessions {
+            apps,
+            repo,
+            max_age,
+            json,
+        }) => {
+            let max_age = match max_age {
+                Some(m) => Some(
+                    parse_duration(&m).map_err(|e| Failure::Usage(format!("--max-age: {e}")))?,
+                ),
+                None => None,
+            };
+            let config = load_config(&cx)?;
+            let catalog = load_catalog(&cx, rules_dir)?;
+            let apps = select_apps(apps.as_deref(), &config, &catalog)?;
+            turns_cmds::sessions(
+                &catalog,
+                &cx,
+                turns_cmds::SessionsArgs {
+                    apps,
+                    repo,
+                    max_age,
+                    json,
+                },
+                out,
+            )
+        }
         Command::Capture(CaptureCommand::Worker { repo }) => {
             Ok(crate::capture::worker::run_worker(&cx, &repo))
         }

@@ -29,6 +29,8 @@ pub struct Facts<'a> {
     pub pending: bool,
     /// Failed runs in a row (the ledger entry's attempts).
     pub failed_attempts: u32,
+    /// User turns in the uncaptured part, once it has been read; None before (or without turn rules).
+    pub new_user_turns: Option<u64>,
 }
 
 /// Settings for one sweep, from flags and config.
@@ -193,6 +195,18 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
                 )
             }
         }
+        CheckKind::NoNewTurns => match f.new_user_turns {
+            None => (
+                true,
+                "not known before the new part is read (or the rule set has no turns section)"
+                    .into(),
+            ),
+            Some(0) => (
+                false,
+                "the new part holds no user turn (only titles, snapshots, token counts…)".into(),
+            ),
+            Some(n) => (true, format!("{n} new user turns")),
+        },
         // A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
         CheckKind::Unchanged => {
             if f.size == f.captured_bytes && f.same_file {
@@ -247,6 +261,7 @@ mod tests {
             internal: false,
             pending: false,
             failed_attempts: 0,
+            new_user_turns: None,
         }
     }
 
@@ -315,6 +330,13 @@ mod tests {
             Decision::Skip("retry-budget-exhausted")
         );
         f.failed_attempts = 2;
+        assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
+        f.new_user_turns = Some(0);
+        assert_eq!(
+            decide(&p, &f, &settings()).0,
+            Decision::Skip("no-new-turns")
+        );
+        f.new_user_turns = Some(1);
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
     }
 

@@ -180,6 +180,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         .filter_map(|(i, t)| cx.path(&format!("timestamps[{i}]"), t))
         .collect();
 
+    let turns = raw.turns.as_ref().map(|t| turns_rule(&mut cx, t));
     if cx.diags.len() > before {
         return None;
     }
@@ -195,7 +196,78 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         subagent_records,
         exclude_when,
         timestamps,
+        turns,
     })
+}
+
+fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
+    let ignore = t
+        .ignore
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| predicate(cx, &format!("turns.ignore[{i}]"), p))
+        .collect();
+    let skip = t
+        .skip
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let from = predicate(cx, &format!("turns.skip[{i}].from"), &s.from);
+            let until = predicate(cx, &format!("turns.skip[{i}].until"), &s.until);
+            Some((from?, until?))
+        })
+        .collect();
+    let texts = |cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]| -> Vec<TurnText> {
+        list.iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let f = format!("turns.{field}[{i}]");
+                let when = match &t.when {
+                    Some(w) => Some(predicate(cx, &format!("{f}.when"), w)?),
+                    None => None,
+                };
+                let paths: Vec<Option<JsonPath>> = t
+                    .text
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| cx.path(&format!("{f}.text[{j}]"), p))
+                    .collect();
+                let group = match &t.group {
+                    Some(g) => Some(cx.path(&format!("{f}.group"), g)?),
+                    None => None,
+                };
+                Some(TurnText {
+                    when,
+                    text: paths.into_iter().collect::<Option<Vec<_>>>()?,
+                    group,
+                })
+            })
+            .collect()
+    };
+    let user = texts(cx, "user", &t.user);
+    let assistant = texts(cx, "assistant", &t.assistant);
+    let tools = t
+        .tools
+        .iter()
+        .enumerate()
+        .filter_map(|(i, tool)| {
+            let when = match &tool.when {
+                Some(w) => Some(predicate(cx, &format!("turns.tools[{i}].when"), w)?),
+                None => None,
+            };
+            Some((
+                when,
+                cx.path(&format!("turns.tools[{i}].name"), &tool.name)?,
+            ))
+        })
+        .collect();
+    TurnsRule {
+        ignore,
+        skip,
+        user,
+        assistant,
+        tools,
+    }
 }
 
 fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
@@ -355,6 +427,7 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
             "retry-budget-exhausted" => CheckKind::RetryBudgetExhausted,
             "before-automation-activation" => CheckKind::BeforeAutomationActivation,
             "unchanged" => CheckKind::Unchanged,
+            "no-new-turns" => CheckKind::NoNewTurns,
             "quiet-window" => {
                 let quiet = match c.quiet.as_deref().map(parse_duration) {
                     None => std::time::Duration::from_secs(45 * 60),

@@ -40,6 +40,43 @@ pub struct RuleSet {
     pub exclude_when: Vec<RecordTest>,
     /// Where a record's time is, in order.
     pub timestamps: Vec<JsonPath>,
+    /// How to read turns; None when the rule set has no `turns` section.
+    pub turns: Option<TurnsRule>,
+}
+
+#[derive(Debug)]
+pub struct TurnsRule {
+    pub ignore: Vec<Predicate>,
+    pub skip: Vec<(Predicate, Predicate)>,
+    pub user: Vec<TurnText>,
+    pub assistant: Vec<TurnText>,
+    pub tools: Vec<(Option<Predicate>, JsonPath)>,
+}
+
+#[derive(Debug)]
+pub struct TurnText {
+    pub when: Option<Predicate>,
+    pub text: Vec<JsonPath>,
+    pub group: Option<JsonPath>,
+}
+
+impl TurnText {
+    pub fn applies(&self, record: &Value) -> bool {
+        self.when.as_ref().is_none_or(|w| w.holds(record))
+    }
+
+    /// The text of the first path that selects non-empty strings, several joined by a blank line.
+    pub fn text(&self, record: &Value) -> Option<String> {
+        self.text.iter().find_map(|p| {
+            let parts: Vec<&str> = p
+                .select(record)
+                .into_iter()
+                .filter_map(|v| v.as_str())
+                .filter(|s| !s.trim().is_empty())
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("\n\n"))
+        })
+    }
 }
 
 impl RuleSet {
@@ -257,6 +294,7 @@ pub enum CheckKind {
         apps: BTreeMap<String, Duration>,
     },
     Unchanged,
+    NoNewTurns,
 }
 
 impl CheckKind {
@@ -273,6 +311,7 @@ impl CheckKind {
             CheckKind::BeforeAutomationActivation => "before-automation-activation",
             CheckKind::QuietWindow { .. } => "quiet-window",
             CheckKind::Unchanged => "unchanged",
+            CheckKind::NoNewTurns => "no-new-turns",
         }
     }
 

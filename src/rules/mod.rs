@@ -364,9 +364,23 @@ subagent:
 exclude_when:
   - test: { missing: "$.x" }
 timestamps: ["$.timestamp", "$.payload.timestamp"]
+turns:
+  ignore: [ { exists: "$.isMeta" } ]
+  skip:
+    - from: { exists: "$.copy" }
+      until: { missing: "$.copy" }
+  user:
+    - when: { exists: "$.u" }
+      text: ["$.u", "$.v[*].text"]
+  assistant:
+    - text: ["$.a"]
+      group: "$.id"
+  tools:
+    - when: { exists: "$.tool" }
+      name: "$.tool.name"
 "#;
 
-    const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: internal-almanac-session\n  - check: excluded-by-rule\n  - check: capture-already-pending\n  - check: retry-budget-exhausted\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n";
+    const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: internal-almanac-session\n  - check: excluded-by-rule\n  - check: capture-already-pending\n  - check: retry-budget-exhausted\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n  - check: no-new-turns\n";
 
     fn schema_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
         match v {

@@ -19,6 +19,44 @@ pub struct RawRuleSet {
     #[serde(default)]
     pub exclude_when: Vec<RawRecordTest>,
     pub timestamps: Option<Vec<String>>,
+    pub turns: Option<RawTurns>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTurns {
+    #[serde(default)]
+    pub ignore: Vec<RawPredicate>,
+    #[serde(default)]
+    pub skip: Vec<RawSkip>,
+    #[serde(default)]
+    pub user: Vec<RawTurnText>,
+    #[serde(default)]
+    pub assistant: Vec<RawTurnText>,
+    #[serde(default)]
+    pub tools: Vec<RawTool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSkip {
+    pub from: RawPredicate,
+    pub until: RawPredicate,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTurnText {
+    pub when: Option<RawPredicate>,
+    pub text: Vec<String>,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTool {
+    pub when: Option<RawPredicate>,
+    pub name: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -255,6 +255,7 @@ pub fn facts<'a>(
             .filter(|e| e.status == EntryStatus::Failed)
             .map(|e| e.attempts)
             .unwrap_or(0),
+        new_user_turns: None,
     }
 }
 
@@ -463,11 +464,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             (Some(s), Some(sid)) => s.ledger.entries.get(&key(&file.app, sid)).cloned(),
             _ => None,
         };
-        let (decision, steps) = policy::decide(
-            &catalog.policy,
-            &facts(rule, file, ex, entry.as_ref(), &internal),
-            &opts.settings,
-        );
+        let base_facts = facts(rule, file, ex, entry.as_ref(), &internal);
+        let (decision, steps) = policy::decide(&catalog.policy, &base_facts, &opts.settings);
         if let Decision::Skip(code) = decision {
             let detail = steps
                 .iter()
@@ -535,6 +533,27 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::Capture(r)) => r,
         };
+        // Now that the new part is known, read its turns and ask the policy again (no-new-turns).
+        let part = match new_part_turns(rule, file, &r, &mut summary.stats.bytes_read) {
+            Ok(p) => p,
+            Err(e) => {
+                summary.attention(item(file, ex, "read-failed", Some(e)));
+                continue;
+            }
+        };
+        if let Some(p) = &part {
+            let mut f = base_facts.clone();
+            f.new_user_turns = Some(p.user_turns);
+            let (decision, steps) = policy::decide(&catalog.policy, &f, &opts.settings);
+            if let Decision::Skip(code) = decision {
+                let detail = steps
+                    .iter()
+                    .find(|s| s.check == code)
+                    .map(|s| s.detail.clone());
+                summary.skip(item(file, ex, code, detail));
+                continue;
+            }
+        }
         summary.eligible += 1;
         let repo = state.repo.clone();
         let mut started = StartedItem {
@@ -560,6 +579,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 to_byte: r.to_byte,
                 prefix_hash: &r.hash_at_end,
                 agent: &opts.agent,
+                summary: part.as_ref(),
             };
             let e = state
                 .ledger
@@ -654,6 +674,34 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         .sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
     summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;
     summary
+}
+
+/// The turns of the uncaptured part, summarised; None when the rule set has no turns section.
+fn new_part_turns(
+    rule: &RuleSet,
+    file: &FoundFile,
+    r: &Range,
+    bytes_read: &mut u64,
+) -> Result<Option<crate::turns::PartSummary>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(turn_rules) = &rule.turns else {
+        return Ok(None);
+    };
+    let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    f.seek(SeekFrom::Start(r.from_byte))
+        .map_err(|e| e.to_string())?;
+    let part = f.take(r.to_byte - r.from_byte);
+    let t = crate::turns::extract(
+        rule,
+        turn_rules,
+        part,
+        r.from_line_before + 1,
+        0,
+        &crate::turns::Options::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    *bytes_read += t.bytes_read;
+    Ok(Some(crate::turns::summarize(&t)))
 }
 
 fn r_from_line(r: &Range) -> u64 {

@@ -8,3 +8,4 @@ mod live;
 mod real_clients;
 mod rules_cli;
 mod sweep;
+mod turns;

@@ -11,7 +11,7 @@ fn user_rule_file_overrides_a_builtin_store_root() {
     let repo = w.repo("r");
     let meta = |id: &str| {
         format!(
-            "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"{id}\",\"cwd\":\"{}\"}}}}\n",
+            "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"{id}\",\"cwd\":\"{}\"}}}}\n{{\"type\":\"event_msg\",\"payload\":{{\"type\":\"user_message\",\"message\":\"hi\"}}}}\n",
             repo.display()
         )
     };
@@ -352,7 +352,7 @@ fn init_creates_the_wiki_at_the_git_root_and_is_idempotent() {
     w.write(
         "home/.claude/projects/-p/s.jsonl",
         &format!(
-            "{{\"type\":\"user\",\"sessionId\":\"s\",\"cwd\":\"{}\"}}\n",
+            "{{\"type\":\"user\",\"sessionId\":\"s\",\"cwd\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n",
             repo.join("src").display()
         ),
         HOURS_2,

@@ -292,7 +292,7 @@ fn awkward_lines_and_empty_files_are_tolerated() {
     // BOM, CRLF, blank lines, invalid UTF-8, non-object lines before the record with the fields.
     let mut bytes = b"\xEF\xBB\xBF{\"type\":\"file-history-snapshot\"}\r\n\n[1,2]\n\"str\"\n42\n{\"bad\": \"\xff\xfe\"}\n".to_vec();
     bytes.extend(
-        format!("{{\"type\":\"user\",\"sessionId\":\"s-crlf\",\"cwd\":\"{cwd}\"}}\r\n").as_bytes(),
+        format!("{{\"type\":\"user\",\"sessionId\":\"s-crlf\",\"cwd\":\"{cwd}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\r\n").as_bytes(),
     );
     let odd = w.root().join("home/.claude/projects/-r/s-crlf.jsonl");
     write_aged(&odd, &bytes, HOURS_2);
@@ -321,7 +321,7 @@ fn claude_config_dir_replaces_the_defaults() {
     let repo = w.repo("r");
     let body = |id: &str| {
         format!(
-            "{{\"type\":\"user\",\"sessionId\":\"{id}\",\"cwd\":\"{}\"}}\n",
+            "{{\"type\":\"user\",\"sessionId\":\"{id}\",\"cwd\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n",
             repo.display()
         )
     };
@@ -373,7 +373,7 @@ fn codex_home_with_sessions_and_archived_sessions() {
     let repo = w.repo("r");
     let meta = |id: &str| {
         format!(
-            "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"{id}\",\"cwd\":\"{}\"}}}}\n",
+            "{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"{id}\",\"cwd\":\"{}\"}}}}\n{{\"type\":\"event_msg\",\"payload\":{{\"type\":\"user_message\",\"message\":\"hi\"}}}}\n",
             repo.display()
         )
     };
@@ -420,7 +420,7 @@ fn same_file_reached_twice_is_one_candidate() {
     w.write(
         "home/.claude/projects/-r/s1.jsonl",
         &format!(
-            "{{\"type\":\"user\",\"sessionId\":\"s1\",\"cwd\":\"{}\"}}\n",
+            "{{\"type\":\"user\",\"sessionId\":\"s1\",\"cwd\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n",
             repo.display()
         ),
         HOURS_2,
@@ -459,7 +459,7 @@ fn the_global_almanac_home_is_not_a_repo() {
     let p = w.write(
         "home/.claude/projects/-h/s.jsonl",
         &format!(
-            "{{\"type\":\"user\",\"sessionId\":\"s\",\"cwd\":\"{}\"}}\n",
+            "{{\"type\":\"user\",\"sessionId\":\"s\",\"cwd\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n",
             w.home().join("code").display()
         ),
         HOURS_2,

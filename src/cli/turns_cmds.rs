@@ -1,0 +1,244 @@
+//! `capture turns` (a transcript's turns, bounded) and `capture sessions` (discovered root sessions, most
+//! recent first).
+
+use super::output::Out;
+use super::{Failure, EXIT_OK};
+use crate::context::Context;
+use crate::discover::{self, repo::RepoMapper};
+use crate::ledger::{self, key};
+use crate::rules::Catalog;
+use crate::turns::{self, Options, TurnRecord};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct TurnsArgs<'a> {
+    pub transcript: &'a Path,
+    pub since_line: u64,
+    pub latest: bool,
+    pub max_turns: usize,
+    pub json: bool,
+}
+
+pub fn turns(
+    catalog: &Catalog,
+    cx: &Context,
+    a: TurnsArgs<'_>,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let TurnsArgs {
+        transcript,
+        since_line,
+        latest,
+        max_turns,
+        json,
+    } = a;
+    if max_turns == 0 {
+        return Err(Failure::Usage("--max-turns: must be at least 1".into()));
+    }
+    let (m, file) = super::explain::locate(catalog, cx, transcript, None)?;
+    let Some(rules) = &m.rule.turns else {
+        return Err(Failure::Other(format!(
+            "rule set {} ({}) has no `turns` section; add one to read turns",
+            m.rule.id, m.rule.origin
+        )));
+    };
+    let f = discover::open_transcript(&file.path)
+        .map_err(|e| Failure::Other(format!("{}: {e}", file.path.display())))?;
+    let opts = Options {
+        max_turns,
+        ..Options::default()
+    };
+    let t = turns::extract(m.rule, rules, f, 1, since_line, &opts)
+        .map_err(|e| Failure::Other(format!("{}: {e}", file.path.display())))?;
+    if latest {
+        let ex = turns::latest_exchange(&t);
+        if json {
+            out.json(&serde_json::json!({"ok": true, "transcriptPath": file.path.display().to_string(), "latest": ex.map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or(serde_json::json!({}))}));
+        } else {
+            match ex {
+                Some(r) => print_turn(r, out),
+                None => out.line("no assistant turn yet"),
+            }
+        }
+        return Ok(EXIT_OK);
+    }
+    if json {
+        out.json(&serde_json::json!({
+            "ok": true,
+            "transcriptPath": file.path.display().to_string(),
+            "app": m.rule.id,
+            "sinceLine": since_line,
+            "userTurns": t.user_turns,
+            "totalTurns": t.total_turns,
+            "tools": t.tools,
+            "records": t.records,
+        }));
+    } else {
+        out.line(&format!(
+            "{} ({}): {} turns, {} with a user prompt{}",
+            file.path.display(),
+            m.rule.id,
+            t.total_turns,
+            t.user_turns,
+            if since_line > 0 {
+                format!(", after line {since_line}")
+            } else {
+                String::new()
+            }
+        ));
+        for r in &t.records {
+            out.line("");
+            print_turn(r, out);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn print_turn(r: &TurnRecord, out: &mut Out) {
+    if r.kind == "overflow" {
+        let (a, b) = r.dropped_turns.unwrap_or((0, 0));
+        out.line(&format!(
+            "… {} older turns ({a}-{b}) dropped to stay within the bound",
+            r.dropped.unwrap_or(0)
+        ));
+        return;
+    }
+    out.line(&format!(
+        "turn {} (line {}{})",
+        r.turn,
+        r.line,
+        r.ts.as_ref().map(|t| format!(", {t}")).unwrap_or_default()
+    ));
+    let block = |label: &str, text: &str, cut: bool, out: &mut Out| {
+        let mut lines = text.lines();
+        out.line(&format!("  {label}: {}", lines.next().unwrap_or("")));
+        for l in lines {
+            out.line(&format!("    {l}"));
+        }
+        if cut {
+            out.line("    [cut]");
+        }
+    };
+    if let Some(u) = &r.user {
+        block("user", u, r.truncated.contains(&"user"), out);
+    }
+    if let Some(a) = &r.assistant {
+        block("assistant", a, r.truncated.contains(&"assistant"), out);
+    }
+    if !r.tools.is_empty() {
+        out.line(&format!("  tools: {}", r.tools.join(", ")));
+    }
+}
+
+pub struct SessionsArgs {
+    pub apps: Vec<String>,
+    pub repo: Option<PathBuf>,
+    pub max_age: Option<Duration>,
+    pub json: bool,
+}
+
+pub fn sessions(
+    catalog: &Catalog,
+    cx: &Context,
+    a: SessionsArgs,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let repo_filter = match &a.repo {
+        Some(r) => {
+            let abs = if r.is_absolute() {
+                r.clone()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| Failure::Other(e.to_string()))?
+                    .join(r)
+            };
+            Some(crate::util::paths::normalize(&abs))
+        }
+        None => None,
+    };
+    let mut seen = HashSet::new();
+    let mut stats = discover::WalkStats::default();
+    let mut files = Vec::new();
+    for id in &a.apps {
+        if let Some(rule) = catalog.get(id) {
+            discover::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files);
+        }
+    }
+    let cutoff = a.max_age.map(|d| std::time::SystemTime::now() - d);
+    files.retain(|f| cutoff.is_none_or(|c| f.mtime >= c));
+    files.sort_by(|x, y| y.mtime.cmp(&x.mtime).then_with(|| x.path.cmp(&y.path)));
+    let mut mapper = RepoMapper::new(&cx.almanac_home);
+    let mut rows = Vec::new();
+    for file in &files {
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let ex = crate::sweep::examine(rule, file, &mut mapper);
+        if ex.subagent || ex.head.is_err() {
+            continue;
+        }
+        if let Some(want) = &repo_filter {
+            if ex.repo.as_ref() != Some(want) {
+                continue;
+            }
+        }
+        let turns = rule.turns.as_ref().and_then(|tr| {
+            let f = discover::open_transcript(&file.path).ok()?;
+            turns::extract(rule, tr, f, 1, 0, &Options::default())
+                .ok()
+                .map(|t| t.user_turns)
+        });
+        let entry = match (&ex.repo, &ex.session_id) {
+            (Some(r), Some(sid)) => ledger::load(r, cx.now, false)
+                .ok()
+                .and_then(|l| l.ledger.entries.get(&key(&file.app, sid)).cloned()),
+            _ => None,
+        };
+        let status = match (&ex.repo, &entry) {
+            (None, _) => "no-almanac-repo".to_string(),
+            (Some(_), None) => "not captured".to_string(),
+            (Some(_), Some(e)) => serde_json::to_value(e.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        rows.push(serde_json::json!({
+            "app": file.app,
+            "sessionId": ex.session_id,
+            "transcriptPath": file.path.display().to_string(),
+            "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),
+            "modified": crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(file.mtime)),
+            "size": file.size,
+            "userTurns": turns,
+            "capturedThroughLine": entry.as_ref().map(|e| e.last_captured_line),
+            "status": status,
+        }));
+    }
+    if a.json {
+        out.json(&serde_json::json!({"ok": true, "sessions": rows}));
+        return Ok(EXIT_OK);
+    }
+    if rows.is_empty() {
+        out.line("no sessions found");
+    }
+    for r in &rows {
+        out.line(&format!(
+            "{}  {} {}  {}  {} bytes, {} user turns, captured through line {}, {}",
+            r["modified"].as_str().unwrap_or(""),
+            r["app"].as_str().unwrap_or(""),
+            r["sessionId"].as_str().unwrap_or("?"),
+            r["repoRoot"].as_str().unwrap_or("(no repo)"),
+            r["size"],
+            r["userTurns"]
+                .as_u64()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into()),
+            r["capturedThroughLine"].as_u64().unwrap_or(0),
+            r["status"].as_str().unwrap_or("")
+        ));
+        out.line(&format!(
+            "    {}",
+            r["transcriptPath"].as_str().unwrap_or("")
+        ));
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,352 @@
+//! Session turns, derived from transcripts through a rule set's `turns` section: a bounded record per
+//! turn (a user prompt, the assistant text and tool names that answer it), as in the contexo capture
+//! buffer, but read from the transcript instead of filled by a hook.
+//!
+//! Bounds (the buffer's): user text cut at 2 KiB and assistant text at 4 KiB on a character boundary,
+//! `truncated` naming the field; at most 500 turn records, and when a transcript has more, the oldest
+//! are dropped 100 at a time behind one overflow marker record (which says how many).
+
+use crate::rules::{RuleSet, TurnsRule};
+use crate::util::lines::{parse_object, LineReader};
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{self, Read};
+
+pub const USER_MAX_BYTES: usize = 2 * 1024;
+pub const ASSISTANT_MAX_BYTES: usize = 4 * 1024;
+pub const MAX_TURNS: usize = 500;
+pub const DROP_OLDEST_ON_OVERFLOW: usize = 100;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRecord {
+    /// `turn` for a turn, `overflow` for the marker that stands for dropped turns.
+    pub kind: &'static str,
+    /// 1-based turn number within the part read.
+    pub turn: u64,
+    /// Line of the user prompt (or of the first record of a turn without one).
+    pub line: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ts: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assistant: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Which fields were cut to their bound.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<&'static str>,
+    /// Overflow marker only: how many of the oldest turns were dropped, and their range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_turns: Option<(u64, u64)>,
+}
+
+pub struct Options {
+    pub max_turns: usize,
+    pub user_max: usize,
+    pub assistant_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_turns: MAX_TURNS,
+            user_max: USER_MAX_BYTES,
+            assistant_max: ASSISTANT_MAX_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turns {
+    /// The overflow marker (if any) first, then the kept turns, oldest first.
+    pub records: Vec<TurnRecord>,
+    /// Turns with a user prompt, including dropped ones.
+    pub user_turns: u64,
+    pub total_turns: u64,
+    /// Tool names over the whole part, in order of first use.
+    pub tools: Vec<String>,
+    #[serde(skip)]
+    pub bytes_read: u64,
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub fn cut(s: &str, max: usize) -> (String, bool) {
+    if s.len() <= max {
+        return (s.to_string(), false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (s[..end].to_string(), true)
+}
+
+struct Builder<'a> {
+    opts: &'a Options,
+    turns: Vec<TurnRecord>,
+    marker: Option<TurnRecord>,
+    current: Option<Current>,
+    out: Turns,
+}
+
+struct Current {
+    rec: TurnRecord,
+    assistant: String,
+    seen: Vec<(Option<String>, String)>,
+}
+
+impl<'a> Builder<'a> {
+    fn start(&mut self, line: u64, ts: Option<String>, user: Option<String>) {
+        self.finish();
+        self.out.total_turns += 1;
+        let mut rec = TurnRecord {
+            kind: "turn",
+            turn: self.out.total_turns,
+            line,
+            ts,
+            user: None,
+            assistant: None,
+            tools: Vec::new(),
+            truncated: Vec::new(),
+            dropped: None,
+            dropped_turns: None,
+        };
+        if let Some(u) = user {
+            self.out.user_turns += 1;
+            let (text, was_cut) = cut(&u, self.opts.user_max);
+            if was_cut {
+                rec.truncated.push("user");
+            }
+            rec.user = Some(text);
+        }
+        self.current = Some(Current {
+            rec,
+            assistant: String::new(),
+            seen: Vec::new(),
+        });
+    }
+
+    fn current(&mut self, line: u64, ts: &Option<String>) -> &mut Current {
+        if self.current.is_none() {
+            // Assistant text or tools before any prompt (a part starting mid-turn): a turn without a user.
+            self.start(line, ts.clone(), None);
+        }
+        self.current.as_mut().expect("just started")
+    }
+
+    fn assistant(&mut self, line: u64, ts: &Option<String>, group: Option<String>, text: String) {
+        let max = self.opts.assistant_max;
+        let c = self.current(line, ts);
+        // Streamed or replayed blocks: the same text under the same message id counts once.
+        if c.seen.iter().any(|(g, t)| *g == group && *t == text) {
+            return;
+        }
+        c.seen.push((group, text.clone()));
+        if c.rec.truncated.contains(&"assistant") {
+            return;
+        }
+        if !c.assistant.is_empty() {
+            c.assistant.push_str("\n\n");
+        }
+        c.assistant.push_str(&text);
+        if c.assistant.len() > max {
+            let (t, _) = cut(&c.assistant, max);
+            c.assistant = t;
+            c.rec.truncated.push("assistant");
+        }
+    }
+
+    fn tool(&mut self, line: u64, ts: &Option<String>, name: String) {
+        if !self.out.tools.contains(&name) {
+            self.out.tools.push(name.clone());
+        }
+        let c = self.current(line, ts);
+        if !c.rec.tools.contains(&name) {
+            c.rec.tools.push(name);
+        }
+    }
+
+    fn finish(&mut self) {
+        let Some(mut c) = self.current.take() else {
+            return;
+        };
+        if !c.assistant.is_empty() {
+            c.rec.assistant = Some(std::mem::take(&mut c.assistant));
+        }
+        if self.turns.len() >= self.opts.max_turns {
+            let n = DROP_OLDEST_ON_OVERFLOW.min(self.turns.len()).max(1);
+            let gone: Vec<TurnRecord> = self.turns.drain(..n).collect();
+            let first = gone.first().map(|t| t.turn).unwrap_or(0);
+            let last = gone.last().map(|t| t.turn).unwrap_or(0);
+            let m = self.marker.get_or_insert(TurnRecord {
+                kind: "overflow",
+                turn: 0,
+                line: gone.first().map(|t| t.line).unwrap_or(0),
+                ts: None,
+                user: None,
+                assistant: None,
+                tools: Vec::new(),
+                truncated: Vec::new(),
+                dropped: Some(0),
+                dropped_turns: Some((first, last)),
+            });
+            m.dropped = Some(m.dropped.unwrap_or(0) + gone.len() as u64);
+            m.dropped_turns = Some((m.dropped_turns.map(|d| d.0).unwrap_or(first), last));
+        }
+        self.turns.push(c.rec);
+    }
+}
+
+/// Reads turns from `reader`, whose first line is line `first_line` of the transcript; lines after
+/// `skip_through` (a transcript line number) only. Only complete lines count.
+pub fn extract<R: Read>(
+    rule: &RuleSet,
+    turns: &TurnsRule,
+    reader: R,
+    first_line: u64,
+    skip_through: u64,
+    opts: &Options,
+) -> io::Result<Turns> {
+    let mut b = Builder {
+        opts,
+        turns: Vec::new(),
+        marker: None,
+        current: None,
+        out: Turns::default(),
+    };
+    let mut lines = LineReader::new(reader);
+    let mut skipping: Option<usize> = None;
+    while let Some(l) = lines.next_line()? {
+        let line = first_line + l.number - 1;
+        if !l.terminated {
+            break;
+        }
+        if line <= skip_through {
+            continue;
+        }
+        let Some(record) = parse_object(l.bytes) else {
+            continue;
+        };
+        if let Some(i) = skipping {
+            if turns.skip[i].1.holds(&record) {
+                skipping = None;
+            } else {
+                continue;
+            }
+        }
+        if line > 1 {
+            if let Some(i) = turns.skip.iter().position(|(from, _)| from.holds(&record)) {
+                skipping = Some(i);
+                continue;
+            }
+        }
+        if turns.ignore.iter().any(|p| p.holds(&record)) {
+            continue;
+        }
+        let ts = rule.record_time(&record).map(crate::policy::iso);
+        if let Some(text) = turns
+            .user
+            .iter()
+            .filter(|t| t.applies(&record))
+            .find_map(|t| t.text(&record))
+        {
+            // The same prompt written twice in a row (two record kinds for one message) is one turn.
+            let repeat = b.current.as_ref().is_some_and(|c| {
+                c.assistant.is_empty()
+                    && c.rec.tools.is_empty()
+                    && c.rec.user.as_deref() == Some(cut(&text, opts.user_max).0.as_str())
+            });
+            if !repeat {
+                b.start(line, ts.clone(), Some(text));
+            }
+        } else {
+            for t in turns.assistant.iter().filter(|t| t.applies(&record)) {
+                if let Some(text) = t.text(&record) {
+                    let group = t.group.as_ref().and_then(|g| {
+                        g.select(&record)
+                            .into_iter()
+                            .find_map(|v| v.as_str().map(str::to_string))
+                    });
+                    b.assistant(line, &ts, group, text);
+                    break;
+                }
+            }
+        }
+        for (when, name) in &turns.tools {
+            if when.as_ref().is_none_or(|w| w.holds(&record)) {
+                for v in name.select(&record) {
+                    if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
+                        b.tool(line, &ts, n.to_string());
+                    }
+                }
+            }
+        }
+    }
+    b.finish();
+    b.out.bytes_read = lines.bytes_read();
+    let mut records: Vec<TurnRecord> = b.marker.into_iter().collect();
+    records.extend(b.turns);
+    b.out.records = records;
+    Ok(b.out)
+}
+
+/// The most recent user -> assistant exchange with its tools; None when no turn has assistant text yet.
+pub fn latest_exchange(t: &Turns) -> Option<&TurnRecord> {
+    t.records
+        .iter()
+        .rev()
+        .find(|r| r.kind == "turn" && r.assistant.is_some())
+}
+
+/// A short, bounded account of a transcript part for the capture prompt.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartSummary {
+    pub user_turns: u64,
+    pub first_user: Option<String>,
+    pub last_user: Option<String>,
+    pub tools: Vec<String>,
+}
+
+pub fn summarize(t: &Turns) -> PartSummary {
+    let users: Vec<&TurnRecord> = t.records.iter().filter(|r| r.user.is_some()).collect();
+    let bound = |r: Option<&&TurnRecord>| r.and_then(|r| r.user.as_deref()).map(|u| cut(u, 300).0);
+    PartSummary {
+        user_turns: t.user_turns,
+        first_user: bound(users.first()),
+        last_user: if users.len() > 1 {
+            bound(users.last())
+        } else {
+            None
+        },
+        tools: t.tools.iter().take(20).cloned().collect(),
+    }
+}
+
+/// Whether a record value holds a user prompt, for tests and `rules explain`.
+pub fn is_user_prompt(turns: &TurnsRule, record: &Value) -> bool {
+    turns
+        .user
+        .iter()
+        .any(|t| t.applies(record) && t.text(record).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_character_boundaries() {
+        let s = "é".repeat(2000); // 4000 bytes
+        let (c, was) = cut(&s, 2048);
+        assert!(was && c.len() <= 2048 && c.len() == 2048);
+        let (c, was) = cut(&"aé".repeat(1000), 2048);
+        assert!(was && c.len() == 2047 && c.is_char_boundary(c.len()));
+        assert_eq!(cut("short", 10), ("short".into(), false));
+    }
+}

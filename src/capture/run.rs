@@ -89,3 +89,20 @@ pub fn list(runs: &Path) -> Vec<RunRecord> {
     out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
     out
 }
+
+/// Run ids in `runs`, sorted (= by creation time), from file names only.
+pub fn list_ids(runs: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(runs) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json")?;
+            crate::util::ids::is_safe_run_id(id).then(|| id.to_string())
+        })
+        .collect();
+    ids.sort();
+    ids
+}

@@ -28,6 +28,7 @@ fn note(msg: &str) {
 /// Runs until no queued run is left. Returns the process exit code.
 pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
     let lock_path = worker_lock_path(repo);
+    let mut known = HashMap::new();
     loop {
         // A sweep may hold the lock for an instant while checking whether a worker is alive.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -51,27 +52,42 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             }
         };
         let Some(lock) = lock else { return 0 };
-        while let Some(record) = pick_next(repo) {
+        while let Some(record) = pick_next(repo, &mut known) {
             execute(cx, repo, record);
         }
         drop(lock);
         // A sweep may have queued a run between our last look and the unlock; it saw our lock held and
         // started no worker, so look once more.
-        if !has_queued(repo) {
+        if queued(repo, &mut known).is_empty() {
             return 0;
         }
     }
 }
 
-fn has_queued(repo: &Path) -> bool {
-    run::list(&runs_dir(repo))
-        .iter()
-        .any(|r| r.status == RunStatus::Queued)
+/// Queued run records, oldest first. Each record is read once per worker: `known` remembers the status
+/// of every record seen (only this worker moves a queued record on), so working through many runs does
+/// not re-read them all each time.
+fn queued(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Vec<RunRecord> {
+    let runs = runs_dir(repo);
+    let mut out = Vec::new();
+    for id in run::list_ids(&runs) {
+        match known.get(&id) {
+            Some(RunStatus::Queued) | None => {}
+            Some(_) => continue,
+        }
+        if let Some(r) = run::read(&runs, &id) {
+            known.insert(id, r.status);
+            if r.status == RunStatus::Queued {
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 /// Under the repo lock: the oldest queued run that the ledger is waiting for, marked running. A queued
 /// run no ledger entry waits for (a sweep died between writing it and the ledger) is marked failed.
-fn pick_next(repo: &Path) -> Option<RunRecord> {
+fn pick_next(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Option<RunRecord> {
     let runs = runs_dir(repo);
     let _guard = match ledger::lock_repo(repo) {
         Ok(g) => g,
@@ -81,10 +97,7 @@ fn pick_next(repo: &Path) -> Option<RunRecord> {
         }
     };
     let loaded = ledger::load(repo, chrono::Utc::now(), false).ok()?;
-    for mut r in run::list(&runs)
-        .into_iter()
-        .filter(|r| r.status == RunStatus::Queued)
-    {
+    for mut r in queued(repo, known) {
         let waited_for = loaded
             .ledger
             .entries
@@ -98,12 +111,14 @@ fn pick_next(repo: &Path) -> Option<RunRecord> {
                     .into(),
             );
             let _ = run::write(&runs, &r);
+            known.insert(r.run_id.clone(), RunStatus::Failed);
             continue;
         }
         r.status = RunStatus::Running;
         r.pid = Some(std::process::id());
         r.started_at = Some(now_iso());
         if run::write(&runs, &r).is_ok() {
+            known.insert(r.run_id.clone(), RunStatus::Running);
             return Some(r);
         }
     }
@@ -141,8 +156,11 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
                     // Recorded before the agent starts, so its transcript is known as ours even if we die.
                     let id = crate::util::ids::uuid_v4();
                     vars.insert("session_id", id.clone());
-                    record.agent_session_id = Some(id);
+                    record.agent_session_id = Some(id.clone());
                     let _ = run::write(&runs, &record);
+                    if let Err(e) = ledger::add_agent_session(repo, &id) {
+                        note(&format!("cannot record agent session {id}: {e}"));
+                    }
                 }
                 let argv = agent::fill(&def.command, &vars);
                 let _ = writeln!(
@@ -154,6 +172,7 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
                 );
                 let out = agent::run(def, &argv, repo, &log, config.capture.timeout, |id| {
                     record.agent_session_id = Some(id.to_string());
+                    let _ = ledger::add_agent_session(repo, id);
                     let _ = run::write(&runs, &record);
                 });
                 record.agent_pid = out.agent_pid;

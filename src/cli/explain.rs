@@ -118,12 +118,11 @@ pub(super) fn locate<'a>(
             }
         },
     };
+    let rel_offset = path.to_string_lossy().len().saturating_sub(m.rel.len());
     let file = FoundFile {
-        app: m.rule.id.clone(),
-        store: m.store.clone(),
-        root: m.root.clone(),
+        app: std::sync::Arc::from(m.rule.id.as_str()),
         path: path.clone(),
-        rel: m.rel.clone(),
+        rel_offset,
         size: meta.len(),
         mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
         file_id: {
@@ -147,13 +146,17 @@ pub fn explain(
     let path = file.path.clone();
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let ex = examine(m.rule, &file, &mut mapper);
-    let (policy_decision, steps) = if ex.head.is_ok() && !ex.subagent {
+    let head: Result<crate::discover::head::HeadScan, String> = match (&ex.scan, &ex.error) {
+        (Some(h), _) => Ok(h.clone()),
+        (None, e) => Err(e.clone().unwrap_or_default()),
+    };
+    let (policy_decision, steps) = if head.is_ok() && !ex.subagent {
         let (d, s) = explain_decision(catalog, m.rule, &file, &ex, settings, cx.now);
         (Some(d), s)
     } else {
         (None, Vec::new())
     };
-    let decision = match (&ex.head, ex.subagent, &policy_decision) {
+    let decision = match (&head, ex.subagent, &policy_decision) {
         (Err(e), _, _) => format!("needs attention (read-failed: {e})"),
         (_, true, _) => "not a candidate (subagent transcript)".to_string(),
         (_, _, Some(Decision::Eligible)) => "eligible".to_string(),
@@ -162,7 +165,7 @@ pub fn explain(
     };
 
     if json {
-        let fields: Vec<_> = match &ex.head {
+        let fields: Vec<_> = match &head {
             Ok(h) => m
                 .rule
                 .fields
@@ -180,7 +183,8 @@ pub fn explain(
                 .collect(),
             Err(_) => Vec::new(),
         };
-        let head = ex.head.as_ref().ok();
+        let head_error = head.as_ref().err().cloned();
+        let head = head.as_ref().ok();
         out.json(&serde_json::json!({
             "ok": true,
             "transcript": path.display().to_string(),
@@ -191,7 +195,7 @@ pub fn explain(
             "rootFrom": m.root_from,
             "relativePath": m.rel,
             "head": head.map(|h| serde_json::json!({"records": h.records, "skippedLines": h.skipped_lines, "bytesRead": h.bytes_read})),
-            "headError": ex.head.as_ref().err(),
+            "headError": head_error,
             "fields": fields,
             "sessionId": ex.session_id,
             "cwd": ex.cwd,
@@ -214,7 +218,7 @@ pub fn explain(
         m.root_from,
         m.rel
     ));
-    match &ex.head {
+    match &head {
         Err(e) => out.line(&format!("head:       could not be read: {e}")),
         Ok(h) => {
             out.line(&format!(

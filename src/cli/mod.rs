@@ -645,7 +645,15 @@ fn sweep_command(
         }
     }
     if args.json {
-        out.json(&serde_json::json!({"ok": true, "summary": summary}));
+        #[derive(serde::Serialize)]
+        struct Output<'a> {
+            ok: bool,
+            summary: &'a sweep::Summary,
+        }
+        out.json(&Output {
+            ok: true,
+            summary: &summary,
+        });
     } else {
         output::sweep_human(&summary, out);
     }

@@ -29,9 +29,21 @@ impl Out {
         }
     }
 
+    /// Streams `v` as pretty JSON (no intermediate string: a sweep's summary can be large).
     pub fn json(&mut self, v: &impl serde::Serialize) {
-        let text = serde_json::to_string_pretty(v).expect("serialisable output");
-        self.line(&text);
+        let lock = self.inner.lock();
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, lock);
+        let result = serde_json::to_writer_pretty(&mut w, v)
+            .map_err(std::io::Error::from)
+            .and_then(|_| w.write_all(b"\n"))
+            .and_then(|_| w.flush());
+        if let Err(e) = result {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            eprintln!("almanac: cannot write to stdout: {e}");
+            std::process::exit(1);
+        }
     }
 }
 

@@ -173,7 +173,7 @@ pub fn sessions(
     for file in &files {
         let rule = catalog.get(&file.app).expect("walked apps exist");
         let ex = crate::sweep::examine(rule, file, &mut mapper);
-        if ex.subagent || ex.head.is_err() {
+        if ex.subagent || ex.error.is_some() {
             continue;
         }
         if let Some(want) = &repo_filter {
@@ -202,7 +202,7 @@ pub fn sessions(
                 .unwrap_or_default(),
         };
         rows.push(serde_json::json!({
-            "app": file.app,
+            "app": &*file.app,
             "sessionId": ex.session_id,
             "transcriptPath": file.path.display().to_string(),
             "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),

@@ -1,6 +1,7 @@
 //! Discovery: resolve each store's roots, walk them, read the head of every transcript, map it to a repo.
 //! Produces facts only; deciding what to do with them is `policy`'s job.
 
+pub mod cache;
 pub mod head;
 pub mod repo;
 
@@ -74,16 +75,40 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
 /// A transcript file found in a store, before its head is read.
 #[derive(Debug, Clone)]
 pub struct FoundFile {
-    pub app: String,
-    pub store: String,
-    pub root: PathBuf,
+    /// Shared by every file of one rule set (a sweep may hold 100k of these).
+    pub app: std::sync::Arc<str>,
     pub path: PathBuf,
-    /// Path relative to the root, `/`-separated.
-    pub rel: String,
+    /// Where the path relative to its store root starts in `path` (as text).
+    pub rel_offset: usize,
     pub size: u64,
     pub mtime: SystemTime,
     /// (device, inode): the same file reached twice is one candidate; a replaced file gets a new one.
     pub file_id: (u64, u64),
+}
+
+impl FoundFile {
+    /// The path relative to the store root, `/`-separated (what store and subagent globs match).
+    pub fn rel(&self) -> String {
+        let text = self.path.to_string_lossy();
+        text.get(self.rel_offset..)
+            .unwrap_or(&text)
+            .trim_start_matches('/')
+            .replace('\\', "/")
+    }
+
+    /// What the discovery cache checks before trusting what it remembers.
+    pub fn stamp(&self) -> cache::Stamp {
+        let mtime_ns = match self.mtime.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as i128,
+            Err(e) => -(e.duration().as_nanos() as i128),
+        };
+        cache::Stamp {
+            size: self.size,
+            mtime_ns,
+            dev: self.file_id.0,
+            ino: self.file_id.1,
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -121,6 +146,7 @@ fn walk_root(
     stats: &mut WalkStats,
     out: &mut Vec<FoundFile>,
 ) {
+    let app: std::sync::Arc<str> = std::sync::Arc::from(rule.id.as_str());
     use std::os::unix::fs::MetadataExt;
     // walkdir detects symlink loops when following links and reports them as errors, which we count.
     let walker = walkdir::WalkDir::new(root)
@@ -156,12 +182,12 @@ fn walk_root(
             stats.duplicates += 1;
             continue;
         }
+        let path = entry.path().to_path_buf();
+        let rel_offset = path.to_string_lossy().len() - rel.len();
         out.push(FoundFile {
-            app: rule.id.clone(),
-            store: store.name.clone(),
-            root: root.to_path_buf(),
-            path: entry.path().to_path_buf(),
-            rel,
+            app: app.clone(),
+            path,
+            rel_offset,
             size: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             file_id: (meta.dev(), meta.ino()),
@@ -190,5 +216,5 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    head::scan_head(rule, &name, &file.rel, f)
+    head::scan_head(rule, &name, &file.rel(), f)
 }

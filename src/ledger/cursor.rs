@@ -27,7 +27,13 @@ pub struct Scan {
 
 /// Reads the transcript from the start: hashes `[0, cursor)`, then counts complete lines after it and
 /// hashes up to the last complete line, in one pass and constant memory.
-pub fn scan<R: Read>(mut r: R, cursor: u64) -> io::Result<Scan> {
+pub fn scan<R: Read>(r: R, cursor: u64) -> io::Result<Scan> {
+    scan_with(r, cursor, true)
+}
+
+/// As `scan`; without `hash` nothing is hashed (a first capture in a dry run needs only where complete
+/// lines end) and the hashes are reported as empty strings, except `hash_at_cursor` for cursor 0.
+pub fn scan_with<R: Read>(mut r: R, cursor: u64, hash: bool) -> io::Result<Scan> {
     let mut buf = vec![0u8; 256 * 1024];
     let mut hasher = Sha256::new();
     let mut pos: u64 = 0;
@@ -50,7 +56,9 @@ pub fn scan<R: Read>(mut r: R, cursor: u64) -> io::Result<Scan> {
         // Bytes before the cursor only feed the hash.
         if pos < cursor {
             let take = ((cursor - pos) as usize).min(chunk.len());
-            hasher.update(&chunk[..take]);
+            if hash {
+                hasher.update(&chunk[..take]);
+            }
             pos += take as u64;
             chunk = &chunk[take..];
             if pos == cursor {
@@ -64,17 +72,38 @@ pub fn scan<R: Read>(mut r: R, cursor: u64) -> io::Result<Scan> {
         match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
                 new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
-                hasher.update(&chunk[..=last]);
-                at_end = hasher.clone();
-                hasher.update(&chunk[last + 1..]);
+                if hash {
+                    hasher.update(&chunk[..=last]);
+                    at_end = hasher.clone();
+                    hasher.update(&chunk[last + 1..]);
+                }
                 complete_end = pos + last as u64 + 1;
             }
-            None => hasher.update(chunk),
+            None => {
+                if hash {
+                    hasher.update(chunk)
+                }
+            }
         }
         pos += chunk.len() as u64;
     }
     if cursor == 0 && complete_end == 0 {
         at_end = Sha256::new();
+    }
+    if !hash {
+        return Ok(Scan {
+            hash_at_cursor: at_cursor.map(|_| {
+                if cursor == 0 {
+                    EMPTY_HASH.to_string()
+                } else {
+                    String::new()
+                }
+            }),
+            new_lines,
+            complete_end,
+            hash_at_end: String::new(),
+            bytes_read: pos,
+        });
     }
     Ok(Scan {
         hash_at_cursor: at_cursor.map(hex_digest),

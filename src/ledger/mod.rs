@@ -61,6 +61,10 @@ pub struct LedgerEntry {
     /// The cursor came from the `capture_since` baseline, not from a capture run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
+    /// The file's size when its uncaptured part was found to hold no user turn: while the same file has
+    /// this size, the sweep skips it (`no-new-turns`) without reading it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_turns_through: Option<u64>,
 }
 
 impl LedgerEntry {
@@ -85,6 +89,7 @@ impl LedgerEntry {
             attention: None,
             file_id: None,
             baseline: false,
+            no_turns_through: None,
         }
     }
 
@@ -114,6 +119,7 @@ impl LedgerEntry {
         self.last_error = None;
         self.attention = None;
         self.baseline = false;
+        self.no_turns_through = None;
         self.clear_pending();
     }
 
@@ -134,6 +140,10 @@ pub struct Ledger {
     pub updated_at: String,
     /// Keyed `<app>:<session id>`.
     pub entries: BTreeMap<String, LedgerEntry>,
+    /// Session ids of almanac's own capture agents in this repo: never captured. Kept here (as well as in
+    /// run records) so a sweep need not read every run record, and so pruning runs forgets nothing.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub agent_sessions: std::collections::BTreeSet<String>,
 }
 
 impl Default for Ledger {
@@ -142,6 +152,7 @@ impl Default for Ledger {
             version: LEDGER_VERSION,
             updated_at: String::new(),
             entries: BTreeMap::new(),
+            agent_sessions: Default::default(),
         }
     }
 }
@@ -224,5 +235,17 @@ pub fn save(
     ledger.updated_at = crate::policy::iso(now);
     write_json_atomic(&ledger_path(repo), ledger)?;
     crate::util::fault::point("ledger-saved");
+    Ok(())
+}
+
+/// Records an agent session id as ours, under the repo lock (the worker calls this before the agent can
+/// write a transcript, or as soon as the agent reports its id).
+pub fn add_agent_session(repo: &Path, session_id: &str) -> std::io::Result<()> {
+    let _guard = lock_repo(repo)?;
+    let now = chrono::Utc::now();
+    let mut loaded = load(repo, now, true)?;
+    if loaded.ledger.agent_sessions.insert(session_id.to_string()) {
+        save(repo, &mut loaded.ledger, now)?;
+    }
     Ok(())
 }

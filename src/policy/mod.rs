@@ -95,6 +95,43 @@ pub fn decide(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, Vec<St
     (decision, steps)
 }
 
+/// The decision alone, with the failing check's detail: what the sweep asks for each of thousands of
+/// transcripts, so only one detail is ever put into words.
+pub fn decide_fast(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, Option<String>) {
+    for check in &policy.checks {
+        if (check.enabled || check.kind.required()) && !passes(&check.kind, f, s) {
+            return (
+                Decision::Skip(check.kind.code()),
+                Some(evaluate(&check.kind, f, s).1),
+            );
+        }
+    }
+    (Decision::Eligible, None)
+}
+
+/// Whether a check passes; `evaluate` gives the same answer with words (a test keeps them equal).
+fn passes(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> bool {
+    match kind {
+        CheckKind::NoSessionId => f.session_id.is_some(),
+        CheckKind::NoCwd => f.cwd.is_some(),
+        CheckKind::NoAlmanacRepo => f.repo.is_some(),
+        CheckKind::InternalAlmanacSession => !f.internal,
+        CheckKind::CaptureAlreadyPending => !f.pending,
+        CheckKind::RetryBudgetExhausted => f.failed_attempts < s.max_attempts,
+        CheckKind::ExcludedByRule => f.excluded_by.is_none(),
+        CheckKind::BeforeAutomationActivation => {
+            s.capture_since.is_none_or(|since| f.mtime >= since)
+        }
+        CheckKind::QuietWindow { quiet, apps } => {
+            let window = quiet_window(*quiet, apps, f.app, s);
+            let idle = s.now.signed_duration_since(f.mtime);
+            idle.num_milliseconds() >= 0 && idle.to_std().unwrap_or(Duration::ZERO) >= window
+        }
+        CheckKind::NoNewTurns => f.new_user_turns != Some(0),
+        CheckKind::Unchanged => !(f.size == f.captured_bytes && f.same_file),
+    }
+}
+
 fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
     match kind {
         CheckKind::NoSessionId => match f.session_id {
@@ -338,6 +375,54 @@ mod tests {
         );
         f.new_user_turns = Some(1);
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
+    }
+
+    #[test]
+    fn fast_and_explained_decisions_agree() {
+        let p = policy();
+        let repo = Path::new("/r");
+        let mut cases = Vec::new();
+        for mtime in [
+            "2026-05-11T10:00:00Z",
+            "2026-05-11T11:59:00Z",
+            "2026-05-11T12:30:00Z",
+        ] {
+            for (size, captured, same, pending, internal, attempts, turns, repo) in [
+                (100, 0, true, false, false, 0, None, Some(repo)),
+                (100, 100, true, false, false, 0, None, Some(repo)),
+                (100, 100, false, false, false, 0, Some(0), Some(repo)),
+                (50, 100, true, true, false, 3, Some(2), Some(repo)),
+                (100, 0, true, false, true, 0, None, None),
+            ] {
+                let mut f = facts(repo, mtime);
+                f.size = size;
+                f.captured_bytes = captured;
+                f.same_file = same;
+                f.pending = pending;
+                f.internal = internal;
+                f.failed_attempts = attempts;
+                f.new_user_turns = turns;
+                cases.push(f);
+            }
+        }
+        let mut s = settings();
+        s.capture_since = Some(at("2026-05-11T11:00:00Z"));
+        for f in &cases {
+            for st in [&settings(), &s] {
+                let (slow, _) = decide(&p, f, st);
+                let (fast, detail) = decide_fast(&p, f, st);
+                assert_eq!(slow, fast, "{f:?}");
+                assert_eq!(detail.is_some(), fast != Decision::Eligible);
+                for c in &p.checks {
+                    assert_eq!(
+                        passes(&c.kind, f, st),
+                        evaluate(&c.kind, f, st).0,
+                        "{:?} {f:?}",
+                        c.kind
+                    );
+                }
+            }
+        }
     }
 
     #[test]

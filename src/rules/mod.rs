@@ -53,6 +53,8 @@ impl fmt::Display for Diagnostic {
 pub struct Catalog {
     pub sets: Vec<RuleSet>,
     pub policy: Policy,
+    /// Changes whenever any loaded rule file changes (the discovery cache is keyed by it).
+    pub fingerprint: String,
 }
 
 impl Catalog {
@@ -81,6 +83,7 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
     let mut sets: Vec<RuleSet> = Vec::new();
     let mut policy = None;
 
+    let mut sources: Vec<String> = BUILTIN_RULES.iter().map(|(_, s)| s.to_string()).collect();
     for (name, src) in BUILTIN_RULES {
         if let Some(set) = load_rule_set(src, Origin::Builtin(name), &mut diags) {
             sets.push(set);
@@ -107,6 +110,7 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
             let Some(src) = read_rule_file(&file, &mut diags) else {
                 continue;
             };
+            sources.push(format!("{}\n{src}", file.display()));
             if is_policy_file(&file) {
                 if let Some(p) = load_policy(&src, origin, &mut diags) {
                     policy = Some(p);
@@ -123,7 +127,11 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
         return Err(diags);
     }
     let policy = policy.expect("the built-in policy compiles");
-    Ok(Catalog { sets, policy })
+    Ok(Catalog {
+        sets,
+        policy,
+        fingerprint: crate::discover::cache::fingerprint(&sources),
+    })
 }
 
 /// Validates the given files on their own (no built-ins), collecting every problem.

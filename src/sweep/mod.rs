@@ -7,7 +7,7 @@ use crate::capture::{self, RunSpec};
 use crate::context::Context;
 use crate::discover::head::HeadScan;
 use crate::discover::repo::RepoMapper;
-use crate::discover::{self, FoundFile, WalkStats};
+use crate::discover::{self, cache, FoundFile, WalkStats};
 use crate::ledger::{self, cursor, key, EntryStatus, Ledger, LedgerEntry};
 use crate::policy::{self, Decision, Facts, Settings, Step};
 use crate::rules::{Catalog, RuleSet};
@@ -91,131 +91,158 @@ impl Summary {
     }
 }
 
-/// What discovery learnt about one transcript; shared by the sweep and `rules explain`.
+/// What discovery learnt about one transcript; shared by the sweep and the commands that explain one.
 pub struct Examined {
-    pub head: Result<HeadScan, String>,
+    /// The full head scan when the head was read now (None when it came from the discovery cache).
+    pub scan: Option<HeadScan>,
+    /// Why the head could not be read.
+    pub error: Option<String>,
     pub session_id: Option<String>,
     pub cwd: Option<String>,
     pub repo: Option<PathBuf>,
     pub subagent: bool,
+    /// The exclude_when test that held, if any.
+    pub excluded: Option<String>,
 }
 
-pub fn examine(rule: &RuleSet, file: &FoundFile, mapper: &mut RepoMapper) -> Examined {
-    let head = discover::read_head(rule, file).map_err(|e| e.to_string());
-    let (session_id, cwd, subagent) = match &head {
-        Ok(scan) => (
-            scan.get("session_id").map(str::to_string),
-            scan.get("cwd").map(str::to_string),
-            scan.subagent.is_some(),
-        ),
-        Err(_) => (None, None, false),
-    };
-    let repo = cwd.as_deref().and_then(|c| mapper.map(c));
-    Examined {
-        head,
-        session_id,
-        cwd,
-        repo,
-        subagent,
+impl Examined {
+    fn from_head(scan: Result<HeadScan, String>) -> Examined {
+        match scan {
+            Ok(h) => Examined {
+                session_id: h.get("session_id").map(str::to_string),
+                cwd: h.get("cwd").map(str::to_string),
+                subagent: h.subagent.is_some(),
+                excluded: h.excluded.as_ref().map(|v| v.reason.clone()),
+                scan: Some(h),
+                error: None,
+                repo: None,
+            },
+            Err(e) => Examined {
+                scan: None,
+                error: Some(e),
+                session_id: None,
+                cwd: None,
+                repo: None,
+                subagent: false,
+                excluded: None,
+            },
+        }
+    }
+
+    fn from_cache(c: &cache::Cached) -> Examined {
+        Examined {
+            scan: None,
+            error: None,
+            session_id: c.session_id.clone(),
+            cwd: c.cwd.clone(),
+            repo: None,
+            subagent: c.subagent,
+            excluded: c.excluded.clone(),
+        }
     }
 }
 
-/// A repo's ledger and run records as one sweep sees them.
+/// Reads one transcript's head and maps its repo.
+pub fn examine(rule: &RuleSet, file: &FoundFile, mapper: &mut RepoMapper) -> Examined {
+    let mut ex = Examined::from_head(discover::read_head(rule, file).map_err(|e| e.to_string()));
+    ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
+    ex
+}
+
+/// A repo's ledger (and the run records of its pending entries) as one sweep sees them.
 pub struct RepoState {
     pub repo: PathBuf,
     pub ledger: Ledger,
+    /// Set when anything in the ledger may have changed: an unchanged ledger is not rewritten.
+    pub dirty: bool,
     pub corrupt: Option<ledger::Corrupt>,
-    pub runs: Vec<RunRecord>,
     pub worker_alive: bool,
 }
 
 impl RepoState {
-    /// Reads the repo's ledger and runs. `live` renames a corrupt ledger aside; a dry run only reports it.
+    /// Reads the repo's ledger. `live` renames a corrupt ledger aside; a dry run only reports it.
     pub fn load(repo: &Path, now: DateTime<Utc>, live: bool) -> std::io::Result<RepoState> {
-        let runs_dir = ledger::runs_dir(repo);
         if live {
-            crate::util::atomic::remove_stale_temps(&runs_dir);
+            crate::util::atomic::remove_stale_temps(&ledger::runs_dir(repo));
         }
         let loaded = ledger::load(repo, now, live)?;
         Ok(RepoState {
             repo: repo.to_path_buf(),
+            dirty: loaded.corrupt.is_some(),
             ledger: loaded.ledger,
             corrupt: loaded.corrupt,
-            runs: crate::capture::run::list(&runs_dir),
             worker_alive: FileLock::is_held(&crate::capture::worker::worker_lock_path(repo)),
         })
     }
 
-    /// Brings ledger entries and run records into agreement before any decision: finished runs move or
-    /// fail their entry's cursor (the worker may have died between the two writes); a `running` run with
-    /// no live worker failed (`worker-lost`); a queued run that no entry waits for is an orphan. Returns
-    /// the run records it changed (a live sweep writes them).
+    pub fn changed(&self) -> bool {
+        self.dirty
+    }
+
+    /// Brings pending entries and their run records into agreement before any decision: a finished run
+    /// moves or fails its entry's cursor (the worker may have died between the two writes); a `running`
+    /// run with no live worker failed (`worker-lost`). Only pending entries' records are read. Returns the
+    /// run records it changed (a live sweep writes them). Queued runs that no entry waits for are left to
+    /// the worker, which fails them as orphans.
     pub fn reconcile(&mut self, now: DateTime<Utc>) -> Vec<RunRecord> {
+        let runs_dir = ledger::runs_dir(&self.repo);
         let mut changed = Vec::new();
-        let waited: HashSet<String> = self
-            .ledger
-            .entries
-            .values()
-            .filter_map(|e| e.pending_run_id.clone())
-            .collect();
-        for r in &mut self.runs {
-            let lost = r.status == RunStatus::Running && !self.worker_alive;
-            let orphan = matches!(r.status, RunStatus::Queued | RunStatus::Running)
-                && !waited.contains(&r.run_id);
-            if lost || orphan {
-                r.status = RunStatus::Failed;
-                r.finished_at = Some(policy::iso(now));
-                r.error = Some(if orphan {
-                    "orphaned: no ledger entry waits for this run (a sweep ended before recording it)".into()
-                } else {
-                    format!(
-                        "worker-lost: the worker (pid {}) ended before the run finished",
-                        r.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
-                    )
-                });
-                changed.push(r.clone());
-            }
-        }
         for entry in self.ledger.entries.values_mut() {
             if entry.status != EntryStatus::Pending {
                 continue;
             }
+            self.dirty = true;
             let Some(run_id) = entry.pending_run_id.clone() else {
                 entry.status = EntryStatus::Done;
                 continue;
             };
-            match self.runs.iter().find(|r| r.run_id == run_id) {
-                None => entry.fail(&run_id, "the run record is missing"),
-                Some(r) if r.status == RunStatus::Done => entry.complete(
+            let Some(mut r) = crate::capture::run::read(&runs_dir, &run_id) else {
+                entry.fail(&run_id, "the run record is missing");
+                continue;
+            };
+            if r.status == RunStatus::Running && !self.worker_alive {
+                r.status = RunStatus::Failed;
+                r.finished_at = Some(policy::iso(now));
+                r.error = Some(format!(
+                    "worker-lost: the worker (pid {}) ended before the run finished",
+                    r.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+                ));
+                changed.push(r.clone());
+            }
+            match r.status {
+                RunStatus::Done => entry.complete(
                     &run_id,
                     r.finished_at.as_deref().unwrap_or(&policy::iso(now)),
                 ),
-                Some(r) if r.status == RunStatus::Failed => {
+                RunStatus::Failed => {
                     entry.fail(&run_id, r.error.as_deref().unwrap_or("the run failed"))
                 }
-                Some(_) => {}
+                RunStatus::Queued | RunStatus::Running => {}
             }
         }
         changed
     }
 
-    pub fn has_queued(&self) -> bool {
-        self.runs.iter().any(|r| r.status == RunStatus::Queued)
+    /// Whether a run is waiting for a worker.
+    pub fn has_pending(&self) -> bool {
+        self.ledger
+            .entries
+            .values()
+            .any(|e| e.status == EntryStatus::Pending)
     }
 }
 
-/// Session ids of almanac's own agents, from the run records of every repo involved.
+/// Session ids of almanac's own agents, from the ledgers of every repo involved.
 fn internal_sessions(states: &BTreeMap<PathBuf, RepoState>) -> HashSet<String> {
     states
         .values()
-        .flat_map(|s| s.runs.iter())
-        .filter_map(|r| r.agent_session_id.clone())
+        .flat_map(|s| s.ledger.agent_sessions.iter().cloned())
         .collect()
 }
 
 fn item(file: &FoundFile, ex: &Examined, reason: &str, detail: Option<String>) -> SkippedItem {
     SkippedItem {
-        app: file.app.clone(),
+        app: file.app.to_string(),
         session_id: ex.session_id.clone(),
         transcript_path: file.path.display().to_string(),
         repo_root: ex.repo.as_ref().map(|r| r.display().to_string()),
@@ -237,26 +264,26 @@ pub fn facts<'a>(
         session_id: ex.session_id.as_deref(),
         cwd: ex.cwd.as_deref(),
         repo: ex.repo.as_deref(),
-        excluded_by: ex
-            .head
-            .as_ref()
-            .ok()
-            .and_then(|h| h.excluded.as_ref())
-            .map(|v| v.reason.as_str()),
+        excluded_by: ex.excluded.as_deref(),
         mtime: DateTime::<Utc>::from(file.mtime),
         size: file.size,
         captured_bytes: entry.map(|e| e.last_captured_size).unwrap_or(0),
-        same_file: entry.is_none_or(|e| {
-            e.path == file.path.display().to_string() && e.file_id == Some(file.file_id)
-        }),
+        same_file: entry.is_none_or(|e| same_file(e, file)),
         internal: ex.session_id.as_ref().is_some_and(|s| internal.contains(s)),
         pending: entry.is_some_and(|e| e.status == EntryStatus::Pending),
         failed_attempts: entry
             .filter(|e| e.status == EntryStatus::Failed)
             .map(|e| e.attempts)
             .unwrap_or(0),
-        new_user_turns: None,
+        // Already read at this size and found without a user turn: no need to read it again.
+        new_user_turns: entry
+            .filter(|e| e.no_turns_through == Some(file.size) && same_file(e, file))
+            .map(|_| 0),
     }
+}
+
+fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
+    e.file_id == Some(file.file_id) && e.path.as_str() == file.path.to_string_lossy()
 }
 
 /// Evaluates the policy for `rules explain`, with the repo's ledger read (never written).
@@ -268,12 +295,12 @@ pub fn explain_decision(
     settings: &Settings,
     now: DateTime<Utc>,
 ) -> (Decision, Vec<Step>) {
-    let state = ex
+    let mut states = BTreeMap::new();
+    if let Some(s) = ex
         .repo
         .as_ref()
-        .and_then(|r| RepoState::load(r, now, false).ok());
-    let mut states = BTreeMap::new();
-    if let Some(s) = state {
+        .and_then(|r| RepoState::load(r, now, false).ok())
+    {
         states.insert(s.repo.clone(), s);
     }
     let internal = internal_sessions(&states);
@@ -290,19 +317,50 @@ pub fn explain_decision(
     )
 }
 
+fn ledger_item(repo: &Path, path: &Path, reason: &str, detail: String) -> SkippedItem {
+    SkippedItem {
+        app: "almanac".into(),
+        session_id: None,
+        transcript_path: path.display().to_string(),
+        repo_root: Some(repo.display().to_string()),
+        reason: reason.into(),
+        detail: Some(detail),
+    }
+}
+
+/// What the parallel phase computes for one eligible transcript.
+struct Work {
+    idx: usize,
+    entry: Option<LedgerEntry>,
+}
+
+struct WorkResult {
+    outcome: Result<RangeOutcome, String>,
+    part: Result<Option<crate::turns::PartSummary>, String>,
+    bytes_read: u64,
+}
+
 pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     let started_at = Instant::now();
+    let trace = Trace::new(started_at);
     let live = !opts.dry_run;
     let now = opts.settings.now;
     let mut walk = WalkStats::default();
     let mut seen = HashSet::new();
     let mut files = Vec::new();
-    for id in &opts.apps {
-        if let Some(rule) = catalog.get(id) {
-            discover::walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
+    // The discovery cache loads while the stores are walked.
+    let cache_file = cache::path(&cx.almanac_home);
+    let head_cache = std::thread::scope(|sc| {
+        let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
+        for id in &opts.apps {
+            if let Some(rule) = catalog.get(id) {
+                discover::walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
+            }
         }
-    }
+        loader.join().unwrap_or_default()
+    });
     files.sort_by(|a, b| (&a.app, &a.path).cmp(&(&b.app, &b.path)));
+    trace.mark("walk and cache load");
 
     let mut summary = Summary {
         scanned: 0,
@@ -321,132 +379,149 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         },
     };
 
-    // Gather: heads, ids, repos.
+    // Gather heads: from the discovery cache when the file is unchanged, else read (in parallel).
+    let heads: Vec<(Examined, u64)> = crate::util::par::map(&files, |file| {
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        match head_cache.get(&file.path, &file.app, &file.stamp()) {
+            Some(c) => (Examined::from_cache(&c), 0),
+            None => {
+                let scan = discover::read_head(rule, file).map_err(|e| e.to_string());
+                let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
+                let mut ex = Examined::from_head(scan);
+                ex.scan = None; // only `rules explain` shows the scan; keep memory flat
+                (ex, read)
+            }
+        }
+    });
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let mut candidates: Vec<(FoundFile, Examined)> = Vec::new();
-    for file in files {
-        let rule = catalog.get(&file.app).expect("walked apps exist");
-        let ex = examine(rule, &file, &mut mapper);
-        match &ex.head {
-            Ok(h) => summary.stats.bytes_read += h.bytes_read,
-            Err(e) => {
-                summary.scanned += 1;
-                summary.attention(item(&file, &ex, "read-failed", Some(e.clone())));
-                continue;
-            }
+    // Subagent verdicts are cached too (live), so a subagent file costs one stat next time.
+    let mut subagents: Vec<(FoundFile, Examined)> = Vec::new();
+    for (file, (mut ex, read)) in files.into_iter().zip(heads) {
+        summary.stats.bytes_read += read;
+        if let Some(e) = &ex.error {
+            summary.scanned += 1;
+            summary.attention(item(&file, &ex, "read-failed", Some(e.clone())));
+            continue;
         }
         if ex.subagent {
             summary.stats.subagents += 1;
             *summary.counts.entry("subagent".into()).or_default() += 1;
+            if live {
+                subagents.push((file, ex));
+            }
             continue;
         }
         summary.scanned += 1;
+        ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
         candidates.push((file, ex));
     }
+    drop(head_cache);
+    trace.mark("heads and repo mapping");
 
-    // Ledgers and run records of every repo involved, reconciled before any decision.
+    // Ledgers of every repo involved, reconciled before any decision.
     let mut states: BTreeMap<PathBuf, RepoState> = BTreeMap::new();
     let mut guards = Vec::new();
-    let repos: Vec<PathBuf> = candidates
+    let repos: std::collections::BTreeSet<PathBuf> = candidates
         .iter()
         .filter_map(|(_, ex)| ex.repo.clone())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
         .collect();
-    for repo in repos {
-        if live {
-            match crate::util::atomic::ensure_private_dir(&ledger::runs_dir(&repo))
-                .and_then(|_| ledger::lock_repo(&repo))
-            {
-                Ok(g) => guards.push(g),
-                Err(e) => {
-                    summary.attention(SkippedItem {
-                        app: "almanac".into(),
-                        session_id: None,
-                        transcript_path: ledger::ledger_path(&repo).display().to_string(),
-                        repo_root: Some(repo.display().to_string()),
-                        reason: "ledger-unwritable".into(),
-                        detail: Some(format!(
-                            "cannot lock {}: {e}",
-                            ledger::runs_dir(&repo).display()
-                        )),
-                    });
-                    continue;
+    // Lock (live) and load every repo's ledger, in parallel: for a sweep that finds nothing new, reading
+    // the ledgers is most of the work.
+    let repos: Vec<PathBuf> = repos.into_iter().collect();
+    let loaded = crate::util::par::map(
+        &repos,
+        |repo| -> Result<(Option<crate::util::lock::FileLock>, RepoState), (&'static str, String)> {
+            let guard = if live {
+                let g = crate::util::atomic::ensure_private_dir(&ledger::runs_dir(repo))
+                    .and_then(|_| ledger::lock_repo(repo))
+                    .map_err(|e| {
+                        (
+                            "ledger-unwritable",
+                            format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
+                        )
+                    })?;
+                Some(g)
+            } else {
+                None
+            };
+            let mut state = RepoState::load(repo, now, live)
+                .map_err(|e| ("ledger-unreadable", e.to_string()))?;
+            let changed = state.reconcile(now);
+            if live {
+                for r in &changed {
+                    let _ = crate::capture::run::write(&ledger::runs_dir(repo), r);
                 }
             }
-        }
-        match RepoState::load(&repo, now, live) {
-            Ok(mut state) => {
+            Ok((guard, state))
+        },
+    );
+    for (repo, result) in repos.into_iter().zip(loaded) {
+        match result {
+            Ok((guard, state)) => {
+                guards.extend(guard);
                 if let Some(c) = &state.corrupt {
-                    summary.attention(SkippedItem {
-                        app: "almanac".into(),
-                        session_id: None,
-                        transcript_path: c.moved_to.display().to_string(),
-                        repo_root: Some(repo.display().to_string()),
-                        reason: "ledger-corrupt".into(),
-                        detail: Some(format!(
-                            "{} did not parse ({}); {} it and started a fresh ledger",
-                            ledger::ledger_path(&repo).display(),
-                            c.error,
-                            if live {
-                                "moved"
-                            } else {
-                                "a live sweep would move"
-                            }
-                        )),
-                    });
-                }
-                let changed = state.reconcile(now);
-                if live {
-                    for r in &changed {
-                        let _ = crate::capture::run::write(&ledger::runs_dir(&repo), r);
-                    }
+                    let detail = format!(
+                        "{} did not parse ({}); {} it and started a fresh ledger",
+                        ledger::ledger_path(&repo).display(),
+                        c.error,
+                        if live {
+                            "moved"
+                        } else {
+                            "a live sweep would move"
+                        }
+                    );
+                    summary.attention(ledger_item(&repo, &c.moved_to, "ledger-corrupt", detail));
                 }
                 states.insert(repo, state);
             }
-            Err(e) => summary.attention(SkippedItem {
-                app: "almanac".into(),
-                session_id: None,
-                transcript_path: ledger::ledger_path(&repo).display().to_string(),
-                repo_root: Some(repo.display().to_string()),
-                reason: "ledger-unreadable".into(),
-                detail: Some(e.to_string()),
-            }),
+            Err((code, detail)) => summary.attention(ledger_item(
+                &repo,
+                &ledger::ledger_path(&repo),
+                code,
+                detail,
+            )),
         }
     }
     let internal = internal_sessions(&states);
+    trace.mark("ledgers");
 
     // Several files with one session id in one repo (a Codex rollout copied to archived_sessions/): the
     // one the cursor was set on wins, else the most recently modified.
-    let mut chosen: BTreeMap<(PathBuf, String), usize> = BTreeMap::new();
+    // Keyed by (repo, ledger key) with borrowed repo paths: no allocation per transcript but the key.
+    let mut chosen: std::collections::HashMap<(&Path, String), usize> =
+        std::collections::HashMap::new();
+    let mut keys: Vec<Option<String>> = Vec::with_capacity(candidates.len());
     for (i, (file, ex)) in candidates.iter().enumerate() {
         let (Some(repo), Some(sid)) = (&ex.repo, &ex.session_id) else {
+            keys.push(None);
             continue;
         };
-        let k = (repo.clone(), key(&file.app, sid));
+        let k = key(&file.app, sid);
+        keys.push(Some(k.clone()));
         let entry_path = states
             .get(repo)
-            .and_then(|s| s.ledger.entries.get(&k.1))
-            .map(|e| e.path.clone());
+            .and_then(|s| s.ledger.entries.get(&k))
+            .map(|e| e.path.as_str());
         let better = |a: &FoundFile, b: &FoundFile| {
-            let on_cursor =
-                |f: &FoundFile| entry_path.as_deref() == Some(f.path.to_str().unwrap_or(""));
+            let on_cursor = |f: &FoundFile| entry_path == Some(f.path.to_str().unwrap_or(""));
             (on_cursor(a), a.mtime) > (on_cursor(b), b.mtime)
         };
-        match chosen.get(&k) {
+        match chosen.get(&(repo.as_path(), k.clone())) {
             Some(&j) if !better(file, &candidates[j].0) => {}
             _ => {
-                chosen.insert(k, i);
+                chosen.insert((repo.as_path(), k), i);
             }
         }
     }
 
-    // Decide and act, repo by repo.
-    let mut started_by_repo: BTreeMap<PathBuf, Vec<StartedItem>> = BTreeMap::new();
+    // Decide what the facts alone decide; collect the transcripts whose new part must be read.
+    let mut work = Vec::new();
     for (i, (file, ex)) in candidates.iter().enumerate() {
         let rule = catalog.get(&file.app).expect("walked apps exist");
-        if let (Some(repo), Some(sid)) = (&ex.repo, &ex.session_id) {
-            if chosen.get(&(repo.clone(), key(&file.app, sid))) != Some(&i) {
+        let mut entry = None;
+        if let (Some(repo), Some(k)) = (&ex.repo, &keys[i]) {
+            if chosen.get(&(repo.as_path(), k.clone())) != Some(&i) {
                 summary.skip(item(
                     file,
                     ex,
@@ -455,47 +530,79 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 ));
                 continue;
             }
+            let Some(state) = states.get(repo) else {
+                continue; // the repo's ledger could not be read or locked; reported above
+            };
+            entry = state.ledger.entries.get(k);
         }
-        let state = ex.repo.as_ref().and_then(|r| states.get_mut(r));
-        if ex.repo.is_some() && state.is_none() {
-            continue; // the repo's ledger could not be read or locked; reported above
-        }
-        let entry = match (&state, &ex.session_id) {
-            (Some(s), Some(sid)) => s.ledger.entries.get(&key(&file.app, sid)).cloned(),
-            _ => None,
-        };
-        let base_facts = facts(rule, file, ex, entry.as_ref(), &internal);
-        let (decision, steps) = policy::decide(&catalog.policy, &base_facts, &opts.settings);
-        if let Decision::Skip(code) = decision {
-            let detail = steps
-                .iter()
-                .find(|s| s.check == code)
-                .map(|s| s.detail.clone());
-            let attention = catalog
-                .policy
-                .checks
-                .iter()
-                .any(|c| c.kind.code() == code && c.kind.needs_attention());
-            if attention {
-                summary.attention(item(file, ex, code, detail));
-            } else {
-                summary.skip(item(file, ex, code, detail));
+        let (decision, detail) = policy::decide_fast(
+            &catalog.policy,
+            &facts(rule, file, ex, entry, &internal),
+            &opts.settings,
+        );
+        match decision {
+            Decision::Skip(code) => {
+                if catalog
+                    .policy
+                    .checks
+                    .iter()
+                    .any(|c| c.kind.code() == code && c.kind.needs_attention())
+                {
+                    summary.attention(item(file, ex, code, detail));
+                } else {
+                    summary.skip(item(file, ex, code, detail));
+                }
             }
-            continue;
+            Decision::Eligible => work.push(Work {
+                idx: i,
+                entry: entry.cloned(),
+            }),
         }
-        let (Some(state), Some(sid)) = (state, ex.session_id.as_deref()) else {
-            continue; // the policy always skips these (no-almanac-repo and no-session-id cannot be disabled)
-        };
+    }
+    drop(chosen);
+
+    // Read the new parts, in parallel: prefix check, complete lines, turns.
+    trace.mark("decisions");
+    let results: Vec<WorkResult> = crate::util::par::map(&work, |w| {
+        let (file, _) = &candidates[w.idx];
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let mut bytes_read = 0;
+        // Hash when a prefix must be verified, or when a live run needs the new prefix's hash.
+        let hash = live || w.entry.is_some();
         let outcome = decide_range(
             rule,
             file,
-            entry.as_ref(),
+            w.entry.as_ref(),
             &opts.settings,
-            &mut summary.stats.bytes_read,
+            hash,
+            &mut bytes_read,
         );
+        let part = match &outcome {
+            Ok(RangeOutcome::Capture(r)) => new_part_turns(rule, file, r, !live, &mut bytes_read),
+            _ => Ok(None),
+        };
+        WorkResult {
+            outcome,
+            part,
+            bytes_read,
+        }
+    });
+
+    // Act on them, in order.
+    trace.mark("new parts read");
+    let mut started_by_repo: BTreeMap<PathBuf, Vec<StartedItem>> = BTreeMap::new();
+    for (w, res) in work.iter().zip(results) {
+        let (file, ex) = &candidates[w.idx];
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        summary.stats.bytes_read += res.bytes_read;
+        let (Some(repo), Some(sid)) = (ex.repo.clone(), ex.session_id.as_deref()) else {
+            continue; // the policy always skips these (no-almanac-repo and no-session-id cannot be disabled)
+        };
+        let state = states.get_mut(&repo).expect("checked above");
+        state.dirty = true;
         let k = key(&file.app, sid);
         let path_text = file.path.display().to_string();
-        let r = match outcome {
+        let r = match res.outcome {
             Err(e) => {
                 summary.attention(item(file, ex, "read-failed", Some(e)));
                 continue;
@@ -533,106 +640,130 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::Capture(r)) => r,
         };
-        // Now that the new part is known, read its turns and ask the policy again (no-new-turns).
-        let part = match new_part_turns(rule, file, &r, &mut summary.stats.bytes_read) {
+        let part = match res.part {
             Ok(p) => p,
             Err(e) => {
                 summary.attention(item(file, ex, "read-failed", Some(e)));
                 continue;
             }
         };
+        // Now that the new part is known, ask the policy again (no-new-turns).
         if let Some(p) = &part {
-            let mut f = base_facts.clone();
+            let mut f = facts(rule, file, ex, w.entry.as_ref(), &internal);
             f.new_user_turns = Some(p.user_turns);
-            let (decision, steps) = policy::decide(&catalog.policy, &f, &opts.settings);
+            let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
             if let Decision::Skip(code) = decision {
-                let detail = steps
-                    .iter()
-                    .find(|s| s.check == code)
-                    .map(|s| s.detail.clone());
+                if live && code == "no-new-turns" {
+                    let e = state
+                        .ledger
+                        .entries
+                        .entry(k.clone())
+                        .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
+                    if w.entry.is_none() {
+                        e.last_captured_size = r.from_byte;
+                        e.last_captured_line = r.from_line_before;
+                        e.last_captured_prefix_hash = r.hash_at_cursor.clone();
+                        e.baseline = r.from_byte > 0;
+                    }
+                    verified(e, file);
+                    e.no_turns_through = Some(file.size);
+                }
                 summary.skip(item(file, ex, code, detail));
                 continue;
             }
         }
         summary.eligible += 1;
-        let repo = state.repo.clone();
         let mut started = StartedItem {
-            app: file.app.clone(),
+            app: file.app.to_string(),
             session_id: sid.to_string(),
             transcript_path: path_text.clone(),
             repo_root: repo.display().to_string(),
             run_id: "dry-run".into(),
-            from_line: r_from_line(&r),
+            from_line: r.from_line_before + 1,
             to_line: r.to_line,
             from_byte: r.from_byte,
             to_byte: r.to_byte,
         };
-        if live {
-            let spec = RunSpec {
-                repo: &repo,
-                app: &file.app,
-                session_id: sid,
-                transcript: &file.path,
-                from_line: started.from_line,
-                to_line: r.to_line,
-                from_byte: r.from_byte,
-                to_byte: r.to_byte,
-                prefix_hash: &r.hash_at_end,
-                agent: &opts.agent,
-                summary: part.as_ref(),
-            };
-            let e = state
-                .ledger
-                .entries
-                .entry(k.clone())
-                .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
-            if entry.is_none() {
-                // A first capture starts at the capture_since baseline (or line 1).
-                e.last_captured_size = r.from_byte;
-                e.last_captured_line = r.from_line_before;
-                e.last_captured_prefix_hash = r.hash_at_cursor.clone();
-                e.baseline = r.from_byte > 0;
-            }
-            verified(e, file);
-            match capture::queue(&spec, &cx.almanac_home, now) {
-                Ok(record) => {
-                    e.status = EntryStatus::Pending;
-                    e.pending_run_id = Some(record.run_id.clone());
-                    e.pending_to_size = Some(r.to_byte);
-                    e.pending_to_line = Some(r.to_line);
-                    e.pending_prefix_hash = Some(r.hash_at_end.clone());
-                    e.pending_started_at = Some(policy::iso(now));
-                    e.last_run_id = Some(record.run_id.clone());
-                    started.run_id = record.run_id.clone();
-                    state.runs.push(record);
-                    started_by_repo.entry(repo).or_default().push(started);
-                }
-                Err(err) => {
-                    let msg = format!("cannot write the run record: {err}");
-                    e.status = EntryStatus::Failed;
-                    e.attempts += 1;
-                    e.last_error = Some(msg.clone());
-                    summary.eligible -= 1;
-                    summary.attention(item(file, ex, "capture-start-failed", Some(msg)));
-                }
-            }
-        } else {
+        if !live {
             summary.started.push(started);
+            continue;
+        }
+        let spec = RunSpec {
+            repo: &repo,
+            app: &file.app,
+            session_id: sid,
+            transcript: &file.path,
+            from_line: started.from_line,
+            to_line: r.to_line,
+            from_byte: r.from_byte,
+            to_byte: r.to_byte,
+            prefix_hash: &r.hash_at_end,
+            agent: &opts.agent,
+            summary: part.as_ref(),
+        };
+        let e = state
+            .ledger
+            .entries
+            .entry(k.clone())
+            .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
+        if w.entry.is_none() {
+            // A first capture starts at the capture_since baseline (or line 1).
+            e.last_captured_size = r.from_byte;
+            e.last_captured_line = r.from_line_before;
+            e.last_captured_prefix_hash = r.hash_at_cursor.clone();
+            e.baseline = r.from_byte > 0;
+        }
+        verified(e, file);
+        match capture::queue(&spec, &cx.almanac_home, now) {
+            Ok(record) => {
+                e.status = EntryStatus::Pending;
+                e.no_turns_through = None;
+                e.pending_run_id = Some(record.run_id.clone());
+                e.pending_to_size = Some(r.to_byte);
+                e.pending_to_line = Some(r.to_line);
+                e.pending_prefix_hash = Some(r.hash_at_end.clone());
+                e.pending_started_at = Some(policy::iso(now));
+                e.last_run_id = Some(record.run_id.clone());
+                started.run_id = record.run_id;
+                started_by_repo.entry(repo).or_default().push(started);
+            }
+            Err(err) => {
+                let msg = format!("cannot write the run record: {err}");
+                e.status = EntryStatus::Failed;
+                e.attempts += 1;
+                e.last_error = Some(msg.clone());
+                summary.eligible -= 1;
+                summary.attention(item(file, ex, "capture-start-failed", Some(msg)));
+            }
         }
     }
 
     if live {
         for (repo, state) in &mut states {
             let mut new_runs = started_by_repo.remove(repo).unwrap_or_default();
-            if !state.worker_alive && state.has_queued() {
+            // The ledger first: a worker only runs what the ledger waits for.
+            if state.changed() {
+                if let Err(err) = ledger::save(repo, &mut state.ledger, now) {
+                    summary.attention(ledger_item(
+                        repo,
+                        &ledger::ledger_path(repo),
+                        "ledger-unwritable",
+                        err.to_string(),
+                    ));
+                    continue;
+                }
+            }
+            if !state.worker_alive && state.has_pending() {
                 if let Err(err) = capture::spawn_worker(repo) {
                     let msg = format!("cannot start the background worker: {err}");
                     for s in new_runs.drain(..) {
-                        if let Some(r) = state.runs.iter_mut().find(|r| r.run_id == s.run_id) {
+                        if let Some(mut r) =
+                            crate::capture::run::read(&ledger::runs_dir(repo), &s.run_id)
+                        {
                             r.status = RunStatus::Failed;
                             r.error = Some(msg.clone());
                             r.finished_at = Some(policy::iso(now));
-                            let _ = crate::capture::run::write(&ledger::runs_dir(repo), r);
+                            let _ = crate::capture::run::write(&ledger::runs_dir(repo), &r);
                         }
                         if let Some(e) = state.ledger.entries.get_mut(&key(&s.app, &s.session_id)) {
                             e.fail(&s.run_id, &msg);
@@ -647,22 +778,27 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                             detail: Some(msg.clone()),
                         });
                     }
+                    let _ = ledger::save(repo, &mut state.ledger, now);
                 }
             }
             summary.started.extend(new_runs);
-            if let Err(err) = ledger::save(repo, &mut state.ledger, now) {
-                summary.attention(SkippedItem {
-                    app: "almanac".into(),
-                    session_id: None,
-                    transcript_path: ledger::ledger_path(repo).display().to_string(),
-                    repo_root: Some(repo.display().to_string()),
-                    reason: "ledger-unwritable".into(),
-                    detail: Some(err.to_string()),
-                });
-            }
         }
+        let entries = candidates
+            .iter()
+            .chain(subagents.iter())
+            .map(|(file, ex)| cache::Entry {
+                path: &file.path,
+                app: &file.app,
+                stamp: file.stamp(),
+                session_id: ex.session_id.as_deref(),
+                cwd: ex.cwd.as_deref(),
+                subagent: ex.subagent,
+                excluded: ex.excluded.as_deref(),
+            });
+        cache::Cache::save(&cache_file, &catalog.fingerprint, entries);
     }
     drop(guards);
+    trace.mark("acted and saved");
     summary
         .started
         .sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
@@ -676,11 +812,13 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     summary
 }
 
-/// The turns of the uncaptured part, summarised; None when the rule set has no turns section.
+/// The turns of the uncaptured part, summarised; None when the rule set has no turns section. A dry run
+/// only needs to know whether there is a user turn, so it stops at the first.
 fn new_part_turns(
     rule: &RuleSet,
     file: &FoundFile,
     r: &Range,
+    first_only: bool,
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
     use std::io::{Read, Seek, SeekFrom};
@@ -691,21 +829,14 @@ fn new_part_turns(
     f.seek(SeekFrom::Start(r.from_byte))
         .map_err(|e| e.to_string())?;
     let part = f.take(r.to_byte - r.from_byte);
-    let t = crate::turns::extract(
-        rule,
-        turn_rules,
-        part,
-        r.from_line_before + 1,
-        0,
-        &crate::turns::Options::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    let opts = crate::turns::Options {
+        stop_after_users: first_only.then_some(1),
+        ..crate::turns::Options::default()
+    };
+    let t = crate::turns::extract(rule, turn_rules, part, r.from_line_before + 1, 0, &opts)
+        .map_err(|e| e.to_string())?;
     *bytes_read += t.bytes_read;
     Ok(Some(crate::turns::summarize(&t)))
-}
-
-fn r_from_line(r: &Range) -> u64 {
-    r.from_line_before + 1
 }
 
 /// The entry now describes this file: path and identity follow a moved or verified transcript.
@@ -745,12 +876,14 @@ pub enum RangeOutcome {
 }
 
 /// Reads the transcript once: verifies the captured prefix (or places a first-seen transcript at its
-/// `capture_since` baseline), then finds the complete lines after the cursor.
+/// `capture_since` baseline), then finds the complete lines after the cursor. `hash` off skips hashing
+/// (a dry run's first look at a transcript needs only where lines end).
 pub fn decide_range(
     rule: &RuleSet,
     file: &FoundFile,
     entry: Option<&LedgerEntry>,
     settings: &Settings,
+    hash: bool,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
@@ -774,7 +907,7 @@ pub fn decide_range(
         }
         (None, None) => (0, 0, false),
     };
-    let scan = cursor::scan(open()?, cursor_bytes).map_err(|e| e.to_string())?;
+    let scan = cursor::scan_with(open()?, cursor_bytes, hash).map_err(|e| e.to_string())?;
     *bytes_read += scan.bytes_read;
     let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
         return Ok(RangeOutcome::PrefixMismatch(format!(
@@ -807,6 +940,38 @@ pub fn decide_range(
         hash_at_cursor,
         hash_at_end: scan.hash_at_end,
     }))
+}
+
+/// `ALMANAC_TRACE=timing` prints how long each phase of a sweep took, to stderr.
+struct Trace {
+    start: Instant,
+    on: bool,
+}
+
+impl Trace {
+    fn new(start: Instant) -> Trace {
+        Trace {
+            start,
+            on: std::env::var("ALMANAC_TRACE").is_ok_and(|v| v.split(',').any(|t| t == "timing")),
+        }
+    }
+
+    fn mark(&self, phase: &str) {
+        if self.on {
+            let hwm = std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .map(|l| l[6..].trim().to_string())
+                })
+                .unwrap_or_default();
+            eprintln!(
+                "almanac: trace: {:>8.1} ms  peak {hwm:>10}  {phase}",
+                self.start.elapsed().as_secs_f64() * 1000.0
+            );
+        }
+    }
 }
 
 /// `$ALMANAC_HOME/state/last-sweep.json`, for `automation status` and `doctor`.

@@ -48,6 +48,8 @@ pub struct Options {
     pub max_turns: usize,
     pub user_max: usize,
     pub assistant_max: usize,
+    /// Stop reading after this many user turns (a dry run only needs to know whether there is one).
+    pub stop_after_users: Option<u64>,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             max_turns: MAX_TURNS,
             user_max: USER_MAX_BYTES,
             assistant_max: ASSISTANT_MAX_BYTES,
+            stop_after_users: None,
         }
     }
 }
@@ -262,6 +265,9 @@ pub fn extract<R: Read>(
                     && c.rec.user.as_deref() == Some(cut(&text, opts.user_max).0.as_str())
             });
             if !repeat {
+                if opts.stop_after_users.is_some_and(|n| b.out.user_turns >= n) {
+                    break;
+                }
                 b.start(line, ts.clone(), Some(text));
             }
         } else {

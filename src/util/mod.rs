@@ -7,5 +7,6 @@ pub mod fault;
 pub mod ids;
 pub mod lines;
 pub mod lock;
+pub mod par;
 pub mod paths;
 pub mod process;

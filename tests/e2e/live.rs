@@ -123,10 +123,20 @@ impl Live {
     pub fn wait_idle(&self) {
         let start = Instant::now();
         loop {
-            let busy = self
-                .runs()
-                .iter()
-                .any(|r| r["status"] == "queued" || r["status"] == "running");
+            // The worker writes the run record, then the ledger: wait for both.
+            let pending = std::fs::read(self.repo.join(".almanac/runs/capture-ledger.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|l| {
+                    l["entries"]
+                        .as_object()
+                        .is_some_and(|e| e.values().any(|x| x["status"] == "pending"))
+                });
+            let busy = pending
+                || self
+                    .runs()
+                    .iter()
+                    .any(|r| r["status"] == "queued" || r["status"] == "running");
             if !busy {
                 return;
             }
@@ -478,7 +488,13 @@ fn a_worker_killed_mid_run_is_marked_lost_and_retried() {
         ),
         (Some(1), Some(2))
     );
-    assert_eq!(l.entry()["status"], "done");
+    assert_eq!(
+        l.entry()["status"],
+        "done",
+        "{:?} {:?}",
+        l.entry(),
+        l.runs()
+    );
     assert_eq!(l.entry()["lastCapturedLine"], 2);
 }
 

@@ -5,6 +5,7 @@ mod automation;
 mod common;
 mod fixtures;
 mod live;
+mod perf;
 mod real_clients;
 mod rules_cli;
 mod sweep;

@@ -1,0 +1,282 @@
+//! The discovery cache, `$ALMANAC_HOME/state/discovery-cache.tsv`: what each transcript's head said
+//! (app, session id, cwd, subagent and exclusion verdicts), keyed by path and trusted only while the
+//! file's size, mtime, inode and device are unchanged and the rule files are the same. It is only a
+//! cache: a missing, corrupt or stale file changes no result, only how much is read. The repo is always
+//! mapped afresh (a repo may have been `almanac init`ed since).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const HEADER: &str = "# almanac discovery cache v1";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    pub app: String,
+    pub stamp: Stamp,
+    pub session_id: Option<String>,
+    pub cwd: Option<String>,
+    pub subagent: bool,
+    pub excluded: Option<String>,
+}
+
+/// In memory, entries are keyed by (device, inode) and carry a hash of their path: no path strings, and
+/// cwds (shared by many sessions) stored once.
+struct Slot {
+    path_hash: u64,
+    app: std::sync::Arc<str>,
+    stamp: Stamp,
+    session_id: Option<Box<str>>,
+    cwd: Option<std::sync::Arc<str>>,
+    subagent: bool,
+    excluded: Option<Box<str>>,
+}
+
+/// One file's verdicts as the sweep holds them, borrowed for writing.
+pub struct Entry<'a> {
+    pub path: &'a Path,
+    pub app: &'a str,
+    pub stamp: Stamp,
+    pub session_id: Option<&'a str>,
+    pub cwd: Option<&'a str>,
+    pub subagent: bool,
+    pub excluded: Option<&'a str>,
+}
+
+#[derive(Default)]
+pub struct Cache {
+    fingerprint: String,
+    entries: HashMap<(u64, u64), Slot>,
+}
+
+fn path_hash(p: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.hash(&mut h);
+    h.finish()
+}
+
+pub fn path(almanac_home: &Path) -> PathBuf {
+    almanac_home.join("state").join("discovery-cache.tsv")
+}
+
+fn clean(s: &str) -> Option<&str> {
+    (!s.contains(['\t', '\n', '\r'])).then_some(s)
+}
+
+impl Cache {
+    /// Loads the cache written with the same rule `fingerprint`; anything else yields an empty cache.
+    pub fn load(file: &Path, fingerprint: &str) -> Cache {
+        let mut cache = Cache {
+            fingerprint: fingerprint.to_string(),
+            entries: HashMap::new(),
+        };
+        let Ok(text) = std::fs::read_to_string(file) else {
+            return cache;
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(HEADER) || lines.next() != Some(fingerprint) {
+            return cache;
+        }
+        let mut cwds: HashMap<&str, std::sync::Arc<str>> = HashMap::new();
+        let mut apps: HashMap<&str, std::sync::Arc<str>> = HashMap::new();
+        for line in lines {
+            let mut f = line.split('\t');
+            let mut next = || f.next();
+            let (
+                Some(app),
+                Some(path),
+                Some(size),
+                Some(mtime),
+                Some(dev),
+                Some(ino),
+                Some(sid),
+                Some(cwd),
+                Some(sub),
+                Some(exc),
+            ) = (
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+            )
+            else {
+                continue;
+            };
+            let (Ok(size), Ok(mtime_ns), Ok(dev), Ok(ino)) =
+                (size.parse(), mtime.parse(), dev.parse(), ino.parse())
+            else {
+                continue;
+            };
+            let app = apps
+                .entry(app)
+                .or_insert_with(|| std::sync::Arc::from(app))
+                .clone();
+            let cwd = (!cwd.is_empty()).then(|| {
+                cwds.entry(cwd)
+                    .or_insert_with(|| std::sync::Arc::from(cwd))
+                    .clone()
+            });
+            cache.entries.insert(
+                (dev, ino),
+                Slot {
+                    path_hash: path_hash(Path::new(path)),
+                    app,
+                    stamp: Stamp {
+                        size,
+                        mtime_ns,
+                        dev,
+                        ino,
+                    },
+                    session_id: (!sid.is_empty()).then(|| sid.into()),
+                    cwd,
+                    subagent: sub == "1",
+                    excluded: (!exc.is_empty()).then(|| exc.into()),
+                },
+            );
+        }
+        cache
+    }
+
+    pub fn get(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
+        let s = self.entries.get(&(stamp.dev, stamp.ino))?;
+        if &*s.app != app || &s.stamp != stamp || s.path_hash != path_hash(path) {
+            return None;
+        }
+        Some(Cached {
+            app: app.to_string(),
+            stamp: s.stamp.clone(),
+            session_id: s.session_id.as_deref().map(str::to_string),
+            cwd: s.cwd.as_deref().map(str::to_string),
+            subagent: s.subagent,
+            excluded: s.excluded.as_deref().map(str::to_string),
+        })
+    }
+
+    /// Writes the entries of this sweep (files no longer seen are dropped), streamed. Failure is not an
+    /// error: the next sweep just reads more.
+    pub fn save<'a>(file: &Path, fingerprint: &str, entries: impl Iterator<Item = Entry<'a>>) {
+        let _ = crate::util::atomic::write_atomic_with(file, |w| {
+            writeln!(w, "{HEADER}")?;
+            writeln!(w, "{fingerprint}")?;
+            for e in entries {
+                let fields = (
+                    clean(e.app),
+                    e.path.to_str().and_then(clean),
+                    clean(e.session_id.unwrap_or("")),
+                    clean(e.cwd.unwrap_or("")),
+                    clean(e.excluded.unwrap_or("")),
+                );
+                // Paths or values with tabs or newlines are simply not cached.
+                let (Some(app), Some(path), Some(sid), Some(cwd), Some(exc)) = fields else {
+                    continue;
+                };
+                writeln!(
+                    w,
+                    "{app}\t{path}\t{}\t{}\t{}\t{}\t{sid}\t{cwd}\t{}\t{exc}",
+                    e.stamp.size,
+                    e.stamp.mtime_ns,
+                    e.stamp.dev,
+                    e.stamp.ino,
+                    if e.subagent { "1" } else { "0" }
+                )?;
+            }
+            Ok(())
+        });
+    }
+
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+/// A fingerprint of the loaded rule sets: a changed rule invalidates every cached verdict.
+pub fn fingerprint(sources: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update(s.as_bytes());
+        h.update([0]);
+    }
+    format!("rules {:x}", h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_invalidation() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.tsv");
+        let stamp = Stamp {
+            size: 10,
+            mtime_ns: 123,
+            dev: 1,
+            ino: 2,
+        };
+        let c = Cached {
+            app: "claude".into(),
+            stamp: stamp.clone(),
+            session_id: Some("s".into()),
+            cwd: Some("/r".into()),
+            subagent: false,
+            excluded: None,
+        };
+        let entry = |p: &'static str| Entry {
+            path: Path::new(p),
+            app: "claude",
+            stamp: stamp.clone(),
+            session_id: Some("s"),
+            cwd: Some("/r"),
+            subagent: false,
+            excluded: None,
+        };
+        Cache::save(
+            &f,
+            "rules x",
+            [entry("/t/a.jsonl"), entry("/t/b\tc.jsonl")].into_iter(),
+        );
+        let cache = Cache::load(&f, "rules x");
+        assert_eq!(
+            cache.get(Path::new("/t/a.jsonl"), "claude", &stamp),
+            Some(c.clone())
+        );
+        assert!(
+            cache
+                .get(Path::new("/t/other.jsonl"), "claude", &stamp)
+                .is_none(),
+            "same inode, other path"
+        );
+        assert!(cache
+            .get(Path::new("/t/b\tc.jsonl"), "claude", &stamp)
+            .is_none());
+        let grown = Stamp {
+            size: 11,
+            ..stamp.clone()
+        };
+        assert!(cache
+            .get(Path::new("/t/a.jsonl"), "claude", &grown)
+            .is_none());
+        assert!(Cache::load(&f, "rules y")
+            .get(Path::new("/t/a.jsonl"), "claude", &stamp)
+            .is_none());
+        std::fs::write(&f, "garbage\u{0}\n").unwrap();
+        assert!(Cache::load(&f, "rules x")
+            .get(Path::new("/t/a.jsonl"), "claude", &stamp)
+            .is_none());
+    }
+}

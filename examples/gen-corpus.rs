@@ -3,6 +3,7 @@
 //! the Claude sessions with subagents, 10% of sessions in directories without a wiki, mtimes in the past.
 //!
 //! cargo run --release --example gen-corpus -- --out DIR --sessions 10000 [--repos 50] [--seed 1]
+//!     [--max-turns 24]  smaller sessions for very large corpora (e.g. 100k sessions with --max-turns 1)
 //!     [--big-mib N]   also write one transcript of about N MiB (for the large-file memory check)
 
 use std::io::Write;
@@ -143,6 +144,10 @@ fn main() {
     let repos: usize = arg(&args, "--repos")
         .map(|s| s.parse().unwrap())
         .unwrap_or(50);
+    // Turns per session vary from 3 to 3 + max_turns - 1 (the default gives ~90 KiB sessions).
+    let max_turns: u64 = arg(&args, "--max-turns")
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(24);
     let mut rng = Rng(arg(&args, "--seed")
         .map(|s| s.parse().unwrap())
         .unwrap_or(1)
@@ -171,7 +176,7 @@ fn main() {
                 r.display().to_string()
             }
         };
-        let turns = 3 + rng.below(24) as usize;
+        let turns = 3 + rng.below(max_turns) as usize;
         if i % 2 == 0 {
             let sid = rng.uuid();
             let enc = cwd.replace(|c: char| !c.is_ascii_alphanumeric(), "-");

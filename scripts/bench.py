@@ -18,8 +18,16 @@ BIN = ROOT / "target/release/almanac"
 GEN = ROOT / "target/release/examples/gen-corpus"
 
 
+GNU_TIME = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
+
+
 def run(cmd, env=None, stdout=subprocess.DEVNULL, shell=False):
-    """Runs a command; returns (seconds, peak RSS in KiB, stdout bytes)."""
+    """Runs a command; returns (seconds, peak RSS in KiB, stdout bytes).
+
+    Peak RSS comes from GNU time when it is installed: wait4() from this Python process would also count
+    the forked child's pages before exec (a copy of this interpreter)."""
+    if GNU_TIME and not shell:
+        cmd = [GNU_TIME, "-f", "ALMANAC_BENCH_RSS %M", *cmd]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if stdout is None else stdout, stderr=subprocess.PIPE, shell=shell)
     out = p.stdout.read() if stdout is None else b""
@@ -29,7 +37,11 @@ def run(cmd, env=None, stdout=subprocess.DEVNULL, shell=False):
     err = p.stderr.read()
     if p.returncode not in (0,):
         sys.exit(f"command failed ({p.returncode}): {cmd}\n{err.decode(errors='replace')}")
-    return dt, ru.ru_maxrss, out
+    rss = ru.ru_maxrss
+    for line in err.decode(errors="replace").splitlines():
+        if line.startswith("ALMANAC_BENCH_RSS "):
+            rss = int(line.split()[1])
+    return dt, rss, out
 
 
 def best(n, fn):
@@ -42,11 +54,12 @@ def main():
     ap.add_argument("--sessions", type=int, default=10000)
     ap.add_argument("--corpus", default=None)
     ap.add_argument("--big-mib", type=int, default=0, help="also measure one transcript of this size alone")
+    ap.add_argument("--max-turns", type=int, default=24, help="passed to gen-corpus (smaller sessions for 100k)")
     a = ap.parse_args()
     corpus = Path(a.corpus or f"/tmp/almanac-bench-{a.sessions}")
     subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac", "--example", "gen-corpus"], cwd=ROOT, check=True)
     if not (corpus / "home").is_dir():
-        subprocess.run([str(GEN), "--out", str(corpus), "--sessions", str(a.sessions)], check=True)
+        subprocess.run([str(GEN), "--out", str(corpus), "--sessions", str(a.sessions), "--max-turns", str(a.max_turns)], check=True)
     home, ah = corpus / "home", corpus / "almanac-home"
     shutil.rmtree(ah, ignore_errors=True)
     ah.mkdir(parents=True)

@@ -457,6 +457,9 @@ pub fn write_automation(
     };
     // Refuse to edit what we cannot read: the user's file is never replaced by a guess.
     parse(&text, path)?;
+    if let Some(dir) = path.parent() {
+        crate::util::atomic::remove_stale_temps(dir);
+    }
     let mut doc: DocumentMut = text
         .parse()
         .map_err(|e: toml_edit::TomlError| ConfigError(format!("config file {file}: {e}")))?;

@@ -19,11 +19,15 @@ pub fn repo_root(start: &Path) -> PathBuf {
 pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
     let wiki = root.join(".almanac");
     let mut created = Vec::new();
-    for dir in [wiki.clone(), wiki.join("runs")] {
-        if !dir.is_dir() {
-            std::fs::create_dir_all(&dir)?;
-            created.push(dir);
-        }
+    if !wiki.is_dir() {
+        std::fs::create_dir_all(&wiki)?;
+        created.push(wiki.clone());
+    }
+    // runs/ holds prompts and logs that quote transcripts: private.
+    let runs = wiki.join("runs");
+    if !runs.is_dir() {
+        crate::util::atomic::ensure_private_dir(&runs)?;
+        created.push(runs);
     }
     let ignore = wiki.join(".gitignore");
     let existing = match std::fs::read_to_string(&ignore) {

@@ -626,6 +626,11 @@ fn sweep_command(
             return Ok(EXIT_OK);
         }
     }
+    if !args.dry_run {
+        // Temp files a crashed write left behind (ours only: their writer is dead).
+        crate::util::atomic::remove_stale_temps(&cx.almanac_home);
+        crate::util::atomic::remove_stale_temps(&cx.almanac_home.join("state"));
+    }
     let summary = sweep::run(
         &catalog,
         cx,

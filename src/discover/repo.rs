@@ -34,7 +34,7 @@ impl RepoMapper {
             return hit.clone();
         }
         let wiki = dir.join(".almanac");
-        let found = if wiki.is_dir() && !self.is_global(&wiki) {
+        let found = if wiki.is_dir() && !self.is_global(&wiki) && owned_by_us(&wiki) {
             Some(dir.to_path_buf())
         } else {
             match dir.parent() {
@@ -53,4 +53,11 @@ impl RepoMapper {
                 .as_ref()
                 .is_some_and(|c| wiki.canonicalize().ok().as_ref() == Some(c))
     }
+}
+
+/// A transcript names its own cwd, so it could point anywhere: a `.almanac/` that belongs to another user
+/// is never written to (it is not a repo of ours).
+fn owned_by_us(wiki: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(wiki).is_ok_and(|m| m.uid() == unsafe { libc::geteuid() })
 }

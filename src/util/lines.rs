@@ -10,7 +10,11 @@ pub struct LineReader<R: Read> {
     next_start: u64,
     line_no: u64,
     bytes_read: u64,
+    max_line: usize,
 }
+
+/// Lines longer than this are skipped, not held: memory stays bounded whatever a transcript holds.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
 
 pub struct LineRef<'a> {
     /// 1-based line number.
@@ -19,19 +23,62 @@ pub struct LineRef<'a> {
     pub start: u64,
     /// Byte offset just past the line's `\n` (or past its last byte when unterminated).
     pub end: u64,
-    /// Content without the `\n`, a trailing `\r` or (line 1) a BOM.
+    /// Content without the `\n`, a trailing `\r` or (line 1) a BOM. Empty for an oversized line.
     pub bytes: &'a [u8],
     pub terminated: bool,
+    /// The line was longer than the reader's limit: it was read through but not kept.
+    pub oversized: bool,
 }
 
 impl<R: Read> LineReader<R> {
     pub fn new(inner: R) -> Self {
+        Self::with_max_line(inner, MAX_LINE_BYTES)
+    }
+
+    pub fn with_max_line(inner: R, max_line: usize) -> Self {
         LineReader {
             inner: BufReader::with_capacity(64 * 1024, inner),
             buf: Vec::new(),
             next_start: 0,
             line_no: 0,
             bytes_read: 0,
+            max_line,
+        }
+    }
+
+    /// Reads up to and including the next `\n`, keeping at most `max_line` bytes in `buf`.
+    fn read_line_bounded(&mut self) -> io::Result<(usize, bool)> {
+        let mut total = 0;
+        let mut oversized = false;
+        loop {
+            let chunk = match self.inner.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                return Ok((total, oversized));
+            }
+            let (take, done) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            if !oversized {
+                if self.buf.len() + take > self.max_line {
+                    oversized = true;
+                    self.buf.clear();
+                } else {
+                    self.buf.extend_from_slice(&chunk[..take]);
+                }
+            }
+            if oversized && done {
+                self.buf.push(b'\n');
+            }
+            self.inner.consume(take);
+            total += take;
+            if done {
+                return Ok((total, oversized));
+            }
         }
     }
 
@@ -41,7 +88,7 @@ impl<R: Read> LineReader<R> {
 
     pub fn next_line(&mut self) -> io::Result<Option<LineRef<'_>>> {
         self.buf.clear();
-        let n = self.inner.read_until(b'\n', &mut self.buf)?;
+        let (n, oversized) = self.read_line_bounded()?;
         if n == 0 {
             return Ok(None);
         }
@@ -50,6 +97,16 @@ impl<R: Read> LineReader<R> {
         let start = self.next_start;
         self.next_start += n as u64;
         let terminated = self.buf.last() == Some(&b'\n');
+        if oversized {
+            return Ok(Some(LineRef {
+                number: self.line_no,
+                start,
+                end: self.next_start,
+                bytes: &[],
+                terminated,
+                oversized: true,
+            }));
+        }
         let mut content: &[u8] = &self.buf;
         if terminated {
             content = &content[..content.len() - 1];
@@ -66,6 +123,7 @@ impl<R: Read> LineReader<R> {
             end: self.next_start,
             bytes: content,
             terminated,
+            oversized: false,
         }))
     }
 }
@@ -140,6 +198,22 @@ mod tests {
         assert_eq!(lines[0], (1, 0, 12, b"{\"a\":1}".to_vec(), true));
         assert_eq!(lines[1], (2, 12, 13, b"".to_vec(), true));
         assert_eq!(lines[2], (3, 13, 17, b"{\"b\"".to_vec(), false));
+    }
+
+    #[test]
+    fn oversized_lines_are_skipped_not_held() {
+        let mut input = b"{\"a\":1}\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 1000));
+        input.extend(b"\n{\"b\":2}\n");
+        let mut r = LineReader::with_max_line(&input[..], 100);
+        let first = r.next_line().unwrap().unwrap();
+        assert!(!first.oversized && first.bytes == b"{\"a\":1}");
+        let big = r.next_line().unwrap().unwrap();
+        assert!(big.oversized && big.terminated && big.bytes.is_empty());
+        assert_eq!((big.start, big.end), (8, 1009));
+        let last = r.next_line().unwrap().unwrap();
+        assert_eq!((last.number, last.bytes), (3, &b"{\"b\":2}"[..]));
+        assert!(r.next_line().unwrap().is_none());
     }
 
     #[test]

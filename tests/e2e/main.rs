@@ -4,6 +4,7 @@
 mod automation;
 mod common;
 mod fixtures;
+mod hostile;
 mod live;
 mod perf;
 mod real_clients;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod discover;
+pub mod fuzzing;
 pub mod init;
 pub mod ledger;
 pub mod policy;

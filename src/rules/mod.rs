@@ -151,6 +151,19 @@ pub fn validate_files(files: &[PathBuf]) -> Vec<Diagnostic> {
     diags
 }
 
+/// Validates one rule set (or, with `policy`, one policy) given as YAML text: every diagnostic. The
+/// fuzz target for rule loading drives this.
+pub fn check_source(src: &str, policy: bool) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let origin = Origin::Builtin("input");
+    if policy {
+        load_policy(src, origin, &mut diags);
+    } else {
+        load_rule_set(src, origin, &mut diags);
+    }
+    diags
+}
+
 pub fn is_policy_file(path: &Path) -> bool {
     path.file_stem().is_some_and(|s| s == "policy")
 }

@@ -4,6 +4,7 @@
 mod automation;
 mod common;
 mod fixtures;
+mod fuzz_regressions;
 mod hostile;
 mod live;
 mod perf;

@@ -102,7 +102,35 @@ pub struct Config {
     pub every: Option<Duration>,
     /// `[automation.capture] program`: the almanac binary the scheduler runs, recorded at install.
     pub program: Option<String>,
+    pub budget: Budget,
 }
+
+/// What one sweep may spend (`[automation.capture]`; sweep flags override).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// `max_runs_per_sweep`, default 20: runs (chunks count one each) a sweep may start.
+    pub max_runs: u64,
+    /// `max_tokens_per_sweep`, default unlimited.
+    pub max_tokens: Option<u64>,
+    /// `max_tokens_per_run`, default 150000: a larger new part is captured in chunks.
+    pub max_tokens_per_run: u64,
+    /// `breaker_failures`, default 5: this many failed runs in a row stop a sweep's remaining runs.
+    pub breaker_failures: u32,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            max_runs: 20,
+            max_tokens: None,
+            max_tokens_per_run: 150_000,
+            breaker_failures: 5,
+        }
+    }
+}
+
+/// The documented heuristic: about four bytes of transcript JSON per token.
+pub const BYTES_PER_TOKEN: u64 = 4;
 
 #[derive(Debug)]
 pub struct ConfigError(pub String);
@@ -200,6 +228,29 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     })?
                     .to_string(),
             );
+        }
+        let positive = |key: &str, item: &toml_edit::Item| -> Result<u64, ConfigError> {
+            item.as_integer()
+                .filter(|n| *n > 0)
+                .map(|n| n as u64)
+                .ok_or_else(|| {
+                    bad(
+                        &format!("automation.capture.{key}"),
+                        "expected a whole number greater than zero".into(),
+                    )
+                })
+        };
+        if let Some(item) = capture.get("max_runs_per_sweep") {
+            cfg.budget.max_runs = positive("max_runs_per_sweep", item)?;
+        }
+        if let Some(item) = capture.get("max_tokens_per_sweep") {
+            cfg.budget.max_tokens = Some(positive("max_tokens_per_sweep", item)?);
+        }
+        if let Some(item) = capture.get("max_tokens_per_run") {
+            cfg.budget.max_tokens_per_run = positive("max_tokens_per_run", item)?;
+        }
+        if let Some(item) = capture.get("breaker_failures") {
+            cfg.budget.breaker_failures = positive("breaker_failures", item)?.min(10_000) as u32;
         }
         if let Some(item) = capture.get("apps") {
             let arr = item.as_array().ok_or_else(|| {

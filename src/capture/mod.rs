@@ -2,6 +2,7 @@
 //! repo's queued captures one after another.
 
 pub mod agent;
+pub mod breaker;
 pub mod prompt;
 pub mod run;
 pub mod worker;
@@ -24,6 +25,12 @@ pub struct RunSpec<'a> {
     pub agent: &'a str,
     /// What the new part holds, for the prompt.
     pub summary: Option<&'a crate::turns::PartSummary>,
+    pub sweep_id: Option<&'a str>,
+    /// (this chunk, chunks) and the whole new part's lines, when the part is captured in several runs.
+    pub chunk: Option<(u32, u32)>,
+    pub part_lines: Option<(u64, u64)>,
+    /// Shared by the chunks of one part, so their run ids sort in chunk order.
+    pub id_base: Option<&'a str>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -34,7 +41,10 @@ pub fn queue(
 ) -> std::io::Result<RunRecord> {
     let runs = runs_dir(spec.repo);
     crate::util::atomic::ensure_private_dir(&runs)?;
-    let run_id = crate::util::ids::run_id(now);
+    let run_id = match (spec.id_base, spec.chunk) {
+        (Some(base), Some((i, _))) => format!("{base}_c{i:04}"),
+        _ => crate::util::ids::run_id(now),
+    };
     let mut record = RunRecord {
         version: 1,
         run_id: run_id.clone(),
@@ -62,6 +72,9 @@ pub fn queue(
             .display()
             .to_string(),
         log_path: runs.join(format!("{run_id}.log")).display().to_string(),
+        sweep_id: spec.sweep_id.map(str::to_string),
+        chunk: spec.chunk,
+        part_lines: spec.part_lines,
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
     let text = prompt::render(&template, &record, spec.summary);

@@ -54,6 +54,13 @@ pub fn render(
             run.to_byte
         ));
     }
+    if let (Some((i, n)), Some((a, b))) = (run.chunk, run.part_lines) {
+        p.push_str(&format!(
+            "The new part of this session (lines {a} to {b}) is too long for one run, so it is captured in {n} \
+             chunks; this is chunk {i} of {n}: capture only lines {} to {}.\n",
+            run.from_line, run.to_line
+        ));
+    }
     if let Some(s) = summary {
         p.push_str(&format!(
             "\nThe new part holds {} user turn{}.",

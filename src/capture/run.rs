@@ -51,6 +51,15 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub prompt_path: String,
     pub log_path: String,
+    /// The live sweep that queued it (the circuit breaker counts per sweep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_id: Option<String>,
+    /// (this chunk, number of chunks) when a new part is captured in several runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<(u32, u32)>,
+    /// The whole new part's lines when this run is one chunk of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_lines: Option<(u64, u64)>,
 }
 
 pub fn record_path(runs: &Path, run_id: &str) -> PathBuf {

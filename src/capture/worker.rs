@@ -126,6 +126,14 @@ fn pick_next(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Option<RunR
 }
 
 fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
+    if let Some(b) = super::breaker::tripped(&cx.almanac_home, record.sweep_id.as_deref()) {
+        cancel_by_breaker(
+            repo,
+            record,
+            b.reason.as_deref().unwrap_or("too many failures in a row"),
+        );
+        return;
+    }
     let runs = runs_dir(repo);
     note(&format!(
         "running {} ({} {} lines {}-{})",
@@ -190,7 +198,10 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
             }
         },
     };
+    let failed = outcome.is_err();
+    let sweep_id = record.sweep_id.clone();
     finish(repo, record, outcome);
+    super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
 }
 
 /// The prompt is long; the log shows the argv with `{prompt}` left as a placeholder.
@@ -238,16 +249,71 @@ fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
     if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
         return;
     }
-    match &outcome {
-        Ok(()) => entry.complete(&record.run_id, &crate::policy::iso(now)),
+    let cancelled = match &outcome {
+        Ok(()) => {
+            entry.complete(&record.run_id, &crate::policy::iso(now));
+            Vec::new()
+        }
         Err(e) => entry.fail(&record.run_id, e),
-    }
+    };
     if let Err(e) = ledger::save(repo, &mut loaded.ledger, now) {
         note(&format!("cannot save the ledger: {e}"));
     }
+    cancel_runs(
+        &runs,
+        &cancelled,
+        "cancelled: an earlier chunk of this transcript failed; the next sweep retries from it",
+    );
     note(&format!(
         "{} {}",
         record.run_id,
         if outcome.is_ok() { "done" } else { "failed" }
+    ));
+}
+
+/// Marks queued runs failed without running them.
+fn cancel_runs(runs: &Path, ids: &[String], why: &str) {
+    for id in ids {
+        if let Some(mut r) = run::read(runs, id) {
+            if r.status == RunStatus::Queued {
+                r.status = RunStatus::Failed;
+                r.error = Some(why.to_string());
+                r.finished_at = Some(now_iso());
+                let _ = run::write(runs, &r);
+            }
+        }
+    }
+}
+
+/// The circuit breaker tripped for this run's sweep: cancel it (and its entry's later chunks) without
+/// running, spending no attempt.
+fn cancel_by_breaker(repo: &Path, mut record: RunRecord, reason: &str) {
+    let runs = runs_dir(repo);
+    let _guard = ledger::lock_repo(repo).ok();
+    let now = chrono::Utc::now();
+    let why = format!("cancelled by the circuit breaker: {reason}");
+    record.status = RunStatus::Failed;
+    record.error = Some(why.clone());
+    record.finished_at = Some(crate::policy::iso(now));
+    let _ = run::write(&runs, &record);
+    let Ok(mut loaded) = ledger::load(repo, now, true) else {
+        return;
+    };
+    let Some(entry) = loaded
+        .ledger
+        .entries
+        .get_mut(&key(&record.app, &record.session_id))
+    else {
+        return;
+    };
+    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
+        return;
+    }
+    let rest = entry.cancel(&record.run_id, &why);
+    let _ = ledger::save(repo, &mut loaded.ledger, now);
+    cancel_runs(&runs, &rest, &why);
+    note(&format!(
+        "{} cancelled by the circuit breaker",
+        record.run_id
     ));
 }

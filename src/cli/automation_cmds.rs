@@ -281,6 +281,7 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
             "installed": installed,
             "drift": drift,
             "lastSweep": last,
+            "breaker": crate::capture::breaker::read(&cx.almanac_home),
             "logs": [spec.out_log, spec.err_log],
         }));
     } else {
@@ -327,6 +328,13 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
             spec.out_log.display(),
             spec.err_log.display()
         ));
+        if let Some(b) = crate::capture::breaker::read(&cx.almanac_home).filter(|b| b.tripped) {
+            out.line(&format!(
+                "  circuit breaker: tripped at {} ({}); the next sweep starts afresh",
+                b.tripped_at.as_deref().unwrap_or("?"),
+                b.reason.as_deref().unwrap_or("")
+            ));
+        }
         if drift.is_empty() {
             out.line("  drift: none");
         }

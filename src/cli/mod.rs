@@ -201,6 +201,15 @@ struct SweepArgs {
     /// Run by the OS scheduler: sweep only when [automation.capture] every has passed since the last one.
     #[arg(long)]
     scheduled: bool,
+    /// Most runs this sweep starts (default: [automation.capture] max_runs_per_sweep, else 20).
+    #[arg(long, value_name = "N")]
+    max_runs: Option<u64>,
+    /// Most estimated tokens this sweep spends (default: max_tokens_per_sweep, else unlimited).
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Larger new parts are captured in chunks of about this many tokens (default 150000).
+    #[arg(long, value_name = "N")]
+    max_tokens_per_run: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -586,6 +595,19 @@ fn sweep_command(
     let catalog = load_catalog(cx, rules_dir)?;
     let apps = select_apps(args.apps.as_deref(), &config, &catalog)?;
     let settings = settings(cx, &config, args.quiet.as_deref())?;
+    let mut budget = config.budget;
+    for (name, v) in [
+        ("--max-runs", args.max_runs),
+        ("--max-tokens", args.max_tokens),
+        ("--max-tokens-per-run", args.max_tokens_per_run),
+    ] {
+        if v == Some(0) {
+            return Err(Failure::Usage(format!("{name}: must be greater than zero")));
+        }
+    }
+    budget.max_runs = args.max_runs.unwrap_or(budget.max_runs);
+    budget.max_tokens = args.max_tokens.or(budget.max_tokens);
+    budget.max_tokens_per_run = args.max_tokens_per_run.unwrap_or(budget.max_tokens_per_run);
     // One live sweep at a time, machine-wide. A dry run reads only and takes no lock.
     let _lock = if args.dry_run {
         None
@@ -639,6 +661,7 @@ fn sweep_command(
             settings,
             dry_run: args.dry_run,
             agent: config.capture.agent.clone(),
+            budget,
         },
     );
     if !args.dry_run {

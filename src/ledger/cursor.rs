@@ -23,6 +23,9 @@ pub struct Scan {
     /// `sha256:` of bytes `[0, complete_end)`.
     pub hash_at_end: String,
     pub bytes_read: u64,
+    /// Chunk ends after the cursor (see `scan_chunked`): (offset after a newline, complete lines from the
+    /// cursor to it, `sha256:` of `[0, offset)`). The last chunk ends at `complete_end` and is not listed.
+    pub boundaries: Vec<(u64, u64, String)>,
 }
 
 /// Reads the transcript from the start: hashes `[0, cursor)`, then counts complete lines after it and
@@ -33,7 +36,20 @@ pub fn scan<R: Read>(r: R, cursor: u64) -> io::Result<Scan> {
 
 /// As `scan`; without `hash` nothing is hashed (a first capture in a dry run needs only where complete
 /// lines end) and the hashes are reported as empty strings, except `hash_at_cursor` for cursor 0.
-pub fn scan_with<R: Read>(mut r: R, cursor: u64, hash: bool) -> io::Result<Scan> {
+pub fn scan_with<R: Read>(r: R, cursor: u64, hash: bool) -> io::Result<Scan> {
+    scan_chunked(r, cursor, hash, None)
+}
+
+/// As `scan_with`, also cutting the part after the cursor into chunks of at least `chunk_bytes` that each
+/// end on a newline (a single longer line is a chunk of its own), in the same pass.
+pub fn scan_chunked<R: Read>(
+    mut r: R,
+    cursor: u64,
+    hash: bool,
+    chunk_bytes: Option<u64>,
+) -> io::Result<Scan> {
+    let mut boundaries = Vec::new();
+    let mut last_boundary = cursor;
     let mut buf = vec![0u8; 256 * 1024];
     let mut hasher = Sha256::new();
     let mut pos: u64 = 0;
@@ -71,9 +87,28 @@ pub fn scan_with<R: Read>(mut r: R, cursor: u64, hash: bool) -> io::Result<Scan>
         }
         match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
-                new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
+                let mut hashed = 0;
+                match chunk_bytes {
+                    None => new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64,
+                    Some(cb) => {
+                        for nl in memchr::memchr_iter(b'\n', chunk) {
+                            new_lines += 1;
+                            let end = pos + nl as u64 + 1;
+                            if end - last_boundary >= cb {
+                                let mut h = String::new();
+                                if hash {
+                                    hasher.update(&chunk[hashed..=nl]);
+                                    hashed = nl + 1;
+                                    h = hex_digest(hasher.clone());
+                                }
+                                boundaries.push((end, new_lines, h));
+                                last_boundary = end;
+                            }
+                        }
+                    }
+                }
                 if hash {
-                    hasher.update(&chunk[..=last]);
+                    hasher.update(&chunk[hashed..=last]);
                     at_end = hasher.clone();
                     hasher.update(&chunk[last + 1..]);
                 }
@@ -103,6 +138,7 @@ pub fn scan_with<R: Read>(mut r: R, cursor: u64, hash: bool) -> io::Result<Scan>
             complete_end,
             hash_at_end: String::new(),
             bytes_read: pos,
+            boundaries: trim(boundaries, complete_end),
         });
     }
     Ok(Scan {
@@ -111,7 +147,16 @@ pub fn scan_with<R: Read>(mut r: R, cursor: u64, hash: bool) -> io::Result<Scan>
         complete_end,
         hash_at_end: hex_digest(at_end),
         bytes_read: pos,
+        boundaries: trim(boundaries, complete_end),
     })
+}
+
+/// The last chunk ends at `complete_end`; a boundary there is not a separate chunk.
+fn trim(mut b: Vec<(u64, u64, String)>, complete_end: u64) -> Vec<(u64, u64, String)> {
+    if b.last().is_some_and(|l| l.0 >= complete_end) {
+        b.pop();
+    }
+    b
 }
 
 /// The `capture_since` baseline for a transcript seen for the first time: the cursor sits before the
@@ -217,6 +262,29 @@ mod tests {
             prefix_hash(&data[..], cursor).unwrap(),
             Some(sha(&data[..cursor as usize]))
         );
+    }
+
+    #[test]
+    fn chunks_end_on_newlines_with_their_hashes() {
+        let data = b"aaaa\nbb\ncccccccc\nd\ne\npartial";
+        let s = scan_chunked(&data[..], 0, true, Some(6)).unwrap();
+        // a\n (5) + bb\n (8) >= 6 -> boundary at 8; cccccccc\n (17): one long line -> 17; d\ne\n end at 21.
+        let ends: Vec<(u64, u64)> = s.boundaries.iter().map(|b| (b.0, b.1)).collect();
+        assert_eq!(ends, vec![(8, 2), (17, 3)]);
+        assert_eq!(s.boundaries[0].2, sha(b"aaaa\nbb\n"));
+        assert_eq!(s.boundaries[1].2, sha(b"aaaa\nbb\ncccccccc\n"));
+        assert_eq!((s.complete_end, s.new_lines), (21, 5));
+        // From a cursor, counted from there.
+        let s = scan_chunked(&data[..], 8, true, Some(6)).unwrap();
+        assert_eq!(
+            s.boundaries.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>(),
+            vec![(17, 1)]
+        );
+        // Small parts make no boundary.
+        assert!(scan_chunked(&data[..], 0, true, Some(1000))
+            .unwrap()
+            .boundaries
+            .is_empty());
     }
 
     #[test]

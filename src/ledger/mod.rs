@@ -65,6 +65,19 @@ pub struct LedgerEntry {
     /// this size, the sweep skips it (`no-new-turns`) without reading it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_turns_through: Option<u64>,
+    /// Later chunks of a new part captured in several runs, in order; each becomes the pending run when
+    /// the one before it succeeds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_rest: Vec<PendingChunk>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChunk {
+    pub run_id: String,
+    pub to_size: u64,
+    pub to_line: u64,
+    pub prefix_hash: String,
 }
 
 impl LedgerEntry {
@@ -90,6 +103,7 @@ impl LedgerEntry {
             file_id: None,
             baseline: false,
             no_turns_through: None,
+            pending_rest: Vec::new(),
         }
     }
 
@@ -101,8 +115,9 @@ impl LedgerEntry {
         self.pending_started_at = None;
     }
 
-    /// The pending run succeeded: move the cursor to its end.
+    /// The pending run succeeded: move the cursor to its end, and make the next chunk (if any) pending.
     pub fn complete(&mut self, run_id: &str, now: &str) {
+        let rest = std::mem::take(&mut self.pending_rest);
         if let (Some(size), Some(line), Some(hash)) = (
             self.pending_to_size,
             self.pending_to_line,
@@ -121,15 +136,35 @@ impl LedgerEntry {
         self.baseline = false;
         self.no_turns_through = None;
         self.clear_pending();
+        let mut rest = rest.into_iter();
+        if let Some(next) = rest.next() {
+            self.status = EntryStatus::Pending;
+            self.pending_run_id = Some(next.run_id);
+            self.pending_to_size = Some(next.to_size);
+            self.pending_to_line = Some(next.to_line);
+            self.pending_prefix_hash = Some(next.prefix_hash);
+            self.pending_started_at = Some(now.to_string());
+            self.pending_rest = rest.collect();
+        }
     }
 
-    /// The pending run failed: the cursor stays; the next sweep retries within the budget.
-    pub fn fail(&mut self, run_id: &str, error: &str) {
+    /// The pending run failed: the cursor stays; the next sweep retries within the budget. Returns the
+    /// later chunks' run ids, which must not run now.
+    pub fn fail(&mut self, run_id: &str, error: &str) -> Vec<String> {
+        self.attempts += 1;
+        self.cancel(run_id, error)
+    }
+
+    /// As `fail` without spending an attempt (the run never ran: the circuit breaker stopped it).
+    pub fn cancel(&mut self, run_id: &str, error: &str) -> Vec<String> {
         self.last_run_id = Some(run_id.to_string());
         self.status = EntryStatus::Failed;
-        self.attempts += 1;
         self.last_error = Some(error.to_string());
         self.clear_pending();
+        std::mem::take(&mut self.pending_rest)
+            .into_iter()
+            .map(|c| c.run_id)
+            .collect()
     }
 }
 

@@ -24,6 +24,7 @@ pub struct SweepOptions {
     pub dry_run: bool,
     /// The agent new runs use (`[capture] agent`).
     pub agent: String,
+    pub budget: crate::config::Budget,
 }
 
 #[derive(Debug, Serialize)]
@@ -38,6 +39,23 @@ pub struct StartedItem {
     pub to_line: u64,
     pub from_byte: u64,
     pub to_byte: u64,
+    /// Bytes of the range, user turns in the whole new part, and the estimated tokens of the range.
+    pub new_bytes: u64,
+    pub new_turns: Option<u64>,
+    pub est_tokens: u64,
+    /// (this chunk, chunks) when the new part is captured in several runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<(u32, u32)>,
+}
+
+/// What the started runs will read, summed.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub runs: u64,
+    pub new_bytes: u64,
+    pub new_turns: u64,
+    pub est_tokens: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +94,7 @@ pub struct Summary {
     pub skipped: Vec<SkippedItem>,
     pub needs_attention: Vec<SkippedItem>,
     pub counts: BTreeMap<String, u64>,
+    pub totals: Totals,
     pub stats: Stats,
 }
 
@@ -187,37 +206,51 @@ impl RepoState {
     pub fn reconcile(&mut self, now: DateTime<Utc>) -> Vec<RunRecord> {
         let runs_dir = ledger::runs_dir(&self.repo);
         let mut changed = Vec::new();
+        let mut cancelled = Vec::new();
         for entry in self.ledger.entries.values_mut() {
-            if entry.status != EntryStatus::Pending {
-                continue;
-            }
-            self.dirty = true;
-            let Some(run_id) = entry.pending_run_id.clone() else {
-                entry.status = EntryStatus::Done;
-                continue;
-            };
-            let Some(mut r) = crate::capture::run::read(&runs_dir, &run_id) else {
-                entry.fail(&run_id, "the run record is missing");
-                continue;
-            };
-            if r.status == RunStatus::Running && !self.worker_alive {
-                r.status = RunStatus::Failed;
-                r.finished_at = Some(policy::iso(now));
-                r.error = Some(format!(
-                    "worker-lost: the worker (pid {}) ended before the run finished",
-                    r.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
-                ));
-                changed.push(r.clone());
-            }
-            match r.status {
-                RunStatus::Done => entry.complete(
-                    &run_id,
-                    r.finished_at.as_deref().unwrap_or(&policy::iso(now)),
-                ),
-                RunStatus::Failed => {
-                    entry.fail(&run_id, r.error.as_deref().unwrap_or("the run failed"))
+            // A chunked part has several runs: follow them while they are finished.
+            while entry.status == EntryStatus::Pending {
+                self.dirty = true;
+                let Some(run_id) = entry.pending_run_id.clone() else {
+                    entry.status = EntryStatus::Done;
+                    break;
+                };
+                let Some(mut r) = crate::capture::run::read(&runs_dir, &run_id) else {
+                    cancelled.extend(entry.fail(&run_id, "the run record is missing"));
+                    break;
+                };
+                if r.status == RunStatus::Running && !self.worker_alive {
+                    r.status = RunStatus::Failed;
+                    r.finished_at = Some(policy::iso(now));
+                    r.error = Some(format!(
+                        "worker-lost: the worker (pid {}) ended before the run finished",
+                        r.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+                    ));
+                    changed.push(r.clone());
                 }
-                RunStatus::Queued | RunStatus::Running => {}
+                match r.status {
+                    RunStatus::Done => entry.complete(
+                        &run_id,
+                        r.finished_at.as_deref().unwrap_or(&policy::iso(now)),
+                    ),
+                    RunStatus::Failed => {
+                        cancelled.extend(
+                            entry.fail(&run_id, r.error.as_deref().unwrap_or("the run failed")),
+                        );
+                        break;
+                    }
+                    RunStatus::Queued | RunStatus::Running => break,
+                }
+            }
+        }
+        for id in cancelled {
+            if let Some(mut r) = crate::capture::run::read(&runs_dir, &id) {
+                if r.status == RunStatus::Queued {
+                    r.status = RunStatus::Failed;
+                    r.error = Some("cancelled: an earlier chunk of this transcript failed".into());
+                    r.finished_at = Some(policy::iso(now));
+                    changed.push(r);
+                }
             }
         }
         changed
@@ -328,6 +361,54 @@ fn ledger_item(repo: &Path, path: &Path, reason: &str, detail: String) -> Skippe
     }
 }
 
+/// An eligible transcript whose new part was read, waiting for the budget.
+struct Plan {
+    idx: usize,
+    new_entry: bool,
+    r: Range,
+    part: Option<crate::turns::PartSummary>,
+}
+
+/// One run's share of a new part: it ends on a newline.
+struct Chunk {
+    from: u64,
+    from_line_before: u64,
+    to: u64,
+    to_line: u64,
+    /// `sha256:` of `[0, to)`.
+    hash: String,
+}
+
+fn chunks_of(r: &Range) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let (mut from, mut lines) = (r.from_byte, r.from_line_before);
+    for (end, n, hash) in &r.boundaries {
+        let to_line = r.from_line_before + n;
+        out.push(Chunk {
+            from,
+            from_line_before: lines,
+            to: *end,
+            to_line,
+            hash: hash.clone(),
+        });
+        from = *end;
+        lines = to_line;
+    }
+    out.push(Chunk {
+        from,
+        from_line_before: lines,
+        to: r.to_byte,
+        to_line: r.to_line,
+        hash: r.hash_at_end.clone(),
+    });
+    out
+}
+
+/// Estimated tokens for a number of transcript bytes (the documented four bytes per token).
+pub fn est_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(crate::config::BYTES_PER_TOKEN)
+}
+
 /// What the parallel phase computes for one eligible transcript.
 struct Work {
     idx: usize,
@@ -371,6 +452,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         skipped: Vec::new(),
         needs_attention: Vec::new(),
         counts: BTreeMap::new(),
+        totals: Totals::default(),
         stats: Stats {
             files_visited: walk.files_visited,
             unreadable: walk.unreadable,
@@ -575,6 +657,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             w.entry.as_ref(),
             &opts.settings,
             hash,
+            Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
             &mut bytes_read,
         );
         let part = match &outcome {
@@ -591,6 +674,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     // Act on them, in order.
     trace.mark("new parts read");
     let mut started_by_repo: BTreeMap<PathBuf, Vec<StartedItem>> = BTreeMap::new();
+    let mut plans: Vec<Plan> = Vec::new();
     for (w, res) in work.iter().zip(results) {
         let (file, ex) = &candidates[w.idx];
         let rule = catalog.get(&file.app).expect("walked apps exist");
@@ -672,41 +756,116 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 continue;
             }
         }
+        plans.push(Plan {
+            idx: w.idx,
+            new_entry: w.entry.is_none(),
+            r,
+            part,
+        });
+    }
+
+    // Spend the budget, most recently active first: what does not fit waits for the next sweep.
+    plans.sort_by(|a, b| {
+        candidates[b.idx]
+            .0
+            .mtime
+            .cmp(&candidates[a.idx].0.mtime)
+            .then(a.idx.cmp(&b.idx))
+    });
+    let budget = opts.budget;
+    let mut runs_left = budget.max_runs;
+    let mut tokens_left = budget.max_tokens;
+    let sweep_id = format!(
+        "sweep_{}_{}",
+        now.format("%Y%m%dT%H%M%S%3fZ"),
+        crate::util::ids::random_hex(4)
+    );
+    let mut breaker_started = false;
+    for plan in plans {
+        let (file, ex) = &candidates[plan.idx];
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let (Some(repo), Some(sid)) = (ex.repo.clone(), ex.session_id.as_deref()) else {
+            continue;
+        };
+        let r = &plan.r;
         summary.eligible += 1;
-        let mut started = StartedItem {
+        let chunks = chunks_of(r);
+        let n = chunks.len() as u32;
+        let mut take = 0usize;
+        let mut tokens = 0u64;
+        for c in &chunks {
+            let t = est_tokens(c.to - c.from);
+            if runs_left <= take as u64 || tokens_left.is_some_and(|left| tokens + t > left) {
+                break;
+            }
+            tokens += t;
+            take += 1;
+        }
+        if take == 0 {
+            let why = if runs_left == 0 {
+                format!(
+                    "this sweep's {} runs are spent (max_runs_per_sweep); the next sweep starts it",
+                    budget.max_runs
+                )
+            } else {
+                format!("{} estimated tokens do not fit what is left of max_tokens_per_sweep; the next sweep starts it", est_tokens(chunks[0].to - chunks[0].from))
+            };
+            summary.skip(item(file, ex, "budget-deferred", Some(why)));
+            continue;
+        }
+        runs_left -= take as u64;
+        tokens_left = tokens_left.map(|l| l - tokens);
+        // The dry run stopped reading turns at the first prompt; started parts get a full count.
+        let part = match (&plan.part, live) {
+            (Some(p), true) => Some(p.clone()),
+            (Some(_), false) => new_part_turns(rule, file, r, false, &mut summary.stats.bytes_read)
+                .ok()
+                .flatten(),
+            (None, _) => None,
+        };
+        let new_turns = part.as_ref().map(|p| p.user_turns);
+        summary.totals.new_bytes += chunks[..take].iter().map(|c| c.to - c.from).sum::<u64>();
+        summary.totals.est_tokens += tokens;
+        summary.totals.new_turns += new_turns.unwrap_or(0);
+        summary.totals.runs += take as u64;
+        let path_text = file.path.display().to_string();
+        let item_for = |c: &Chunk, i: usize| StartedItem {
             app: file.app.to_string(),
             session_id: sid.to_string(),
             transcript_path: path_text.clone(),
             repo_root: repo.display().to_string(),
             run_id: "dry-run".into(),
-            from_line: r.from_line_before + 1,
-            to_line: r.to_line,
-            from_byte: r.from_byte,
-            to_byte: r.to_byte,
+            from_line: c.from_line_before + 1,
+            to_line: c.to_line,
+            from_byte: c.from,
+            to_byte: c.to,
+            new_bytes: c.to - c.from,
+            new_turns,
+            est_tokens: est_tokens(c.to - c.from),
+            chunk: (n > 1).then_some((i as u32 + 1, n)),
         };
         if !live {
-            summary.started.push(started);
+            for (i, c) in chunks[..take].iter().enumerate() {
+                summary.started.push(item_for(c, i));
+            }
             continue;
         }
-        let spec = RunSpec {
-            repo: &repo,
-            app: &file.app,
-            session_id: sid,
-            transcript: &file.path,
-            from_line: started.from_line,
-            to_line: r.to_line,
-            from_byte: r.from_byte,
-            to_byte: r.to_byte,
-            prefix_hash: &r.hash_at_end,
-            agent: &opts.agent,
-            summary: part.as_ref(),
-        };
+        if !breaker_started {
+            breaker_started = true;
+            if let Err(e) =
+                crate::capture::breaker::start(&cx.almanac_home, &sweep_id, budget.breaker_failures)
+            {
+                eprintln!("almanac: cannot write the circuit breaker state: {e}");
+            }
+        }
+        let state = states.get_mut(&repo).expect("checked above");
+        let k = key(&file.app, sid);
         let e = state
             .ledger
             .entries
             .entry(k.clone())
             .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
-        if w.entry.is_none() {
+        if plan.new_entry {
             // A first capture starts at the capture_since baseline (or line 1).
             e.last_captured_size = r.from_byte;
             e.last_captured_line = r.from_line_before;
@@ -714,28 +873,69 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             e.baseline = r.from_byte > 0;
         }
         verified(e, file);
-        match capture::queue(&spec, &cx.almanac_home, now) {
-            Ok(record) => {
-                e.status = EntryStatus::Pending;
-                e.no_turns_through = None;
-                e.pending_run_id = Some(record.run_id.clone());
-                e.pending_to_size = Some(r.to_byte);
-                e.pending_to_line = Some(r.to_line);
-                e.pending_prefix_hash = Some(r.hash_at_end.clone());
-                e.pending_started_at = Some(policy::iso(now));
-                e.last_run_id = Some(record.run_id.clone());
-                started.run_id = record.run_id;
-                started_by_repo.entry(repo).or_default().push(started);
-            }
-            Err(err) => {
-                let msg = format!("cannot write the run record: {err}");
-                e.status = EntryStatus::Failed;
-                e.attempts += 1;
-                e.last_error = Some(msg.clone());
-                summary.eligible -= 1;
-                summary.attention(item(file, ex, "capture-start-failed", Some(msg)));
+        let id_base = crate::util::ids::run_id(now);
+        let mut queued = 0;
+        for (i, c) in chunks[..take].iter().enumerate() {
+            let spec = RunSpec {
+                repo: &repo,
+                app: &file.app,
+                session_id: sid,
+                transcript: &file.path,
+                from_line: c.from_line_before + 1,
+                to_line: c.to_line,
+                from_byte: c.from,
+                to_byte: c.to,
+                prefix_hash: &c.hash,
+                agent: &opts.agent,
+                summary: part.as_ref(),
+                sweep_id: Some(&sweep_id),
+                chunk: (n > 1).then_some((i as u32 + 1, n)),
+                part_lines: (n > 1).then_some((r.from_line_before + 1, r.to_line)),
+                id_base: (n > 1).then_some(id_base.as_str()),
+            };
+            match capture::queue(&spec, &cx.almanac_home, now) {
+                Ok(record) => {
+                    if i == 0 {
+                        e.status = EntryStatus::Pending;
+                        e.no_turns_through = None;
+                        e.pending_run_id = Some(record.run_id.clone());
+                        e.pending_to_size = Some(c.to);
+                        e.pending_to_line = Some(c.to_line);
+                        e.pending_prefix_hash = Some(c.hash.clone());
+                        e.pending_started_at = Some(policy::iso(now));
+                        e.last_run_id = Some(record.run_id.clone());
+                        e.pending_rest.clear();
+                    } else {
+                        e.pending_rest.push(ledger::PendingChunk {
+                            run_id: record.run_id.clone(),
+                            to_size: c.to,
+                            to_line: c.to_line,
+                            prefix_hash: c.hash.clone(),
+                        });
+                    }
+                    let mut started = item_for(c, i);
+                    started.run_id = record.run_id;
+                    started_by_repo
+                        .entry(repo.clone())
+                        .or_default()
+                        .push(started);
+                    queued += 1;
+                }
+                Err(err) => {
+                    if i == 0 {
+                        let msg = format!("cannot write the run record: {err}");
+                        e.status = EntryStatus::Failed;
+                        e.attempts += 1;
+                        e.last_error = Some(msg.clone());
+                        summary.eligible -= 1;
+                        summary.attention(item(file, ex, "capture-start-failed", Some(msg)));
+                    }
+                    // Later chunks that could not be queued are captured by the next sweep.
+                    break;
+                }
             }
         }
+        let _ = queued;
     }
 
     if live {
@@ -867,6 +1067,8 @@ pub struct Range {
     pub to_byte: u64,
     pub hash_at_cursor: String,
     pub hash_at_end: String,
+    /// Chunk ends inside the range (see `cursor::scan_chunked`).
+    pub boundaries: Vec<(u64, u64, String)>,
 }
 
 pub enum RangeOutcome {
@@ -884,6 +1086,7 @@ pub fn decide_range(
     entry: Option<&LedgerEntry>,
     settings: &Settings,
     hash: bool,
+    chunk_bytes: Option<u64>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
@@ -907,7 +1110,8 @@ pub fn decide_range(
         }
         (None, None) => (0, 0, false),
     };
-    let scan = cursor::scan_with(open()?, cursor_bytes, hash).map_err(|e| e.to_string())?;
+    let scan = cursor::scan_chunked(open()?, cursor_bytes, hash, chunk_bytes)
+        .map_err(|e| e.to_string())?;
     *bytes_read += scan.bytes_read;
     let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
         return Ok(RangeOutcome::PrefixMismatch(format!(
@@ -939,6 +1143,7 @@ pub fn decide_range(
         to_byte: scan.complete_end,
         hash_at_cursor,
         hash_at_end: scan.hash_at_end,
+        boundaries: scan.boundaries,
     }))
 }
 

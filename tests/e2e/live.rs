@@ -18,6 +18,7 @@ if [ -n "$FAKE_TRANSCRIPTS" ]; then
   printf '{"type":"user","sessionId":"%s","cwd":"%s","message":{"role":"user","content":"capture"}}\n' "$2" "$PWD" > "$FAKE_TRANSCRIPTS/$2.jsonl"
 fi
 if [ -f "$dir/sleep" ]; then echo $$ > "$dir/agent.pid"; sleep "$(cat "$dir/sleep")"; fi
+if [ -f "$dir/fail-if" ] && case "$3" in *"$(cat "$dir/fail-if")"*) true;; *) false;; esac; then exit 9; fi
 exit "$(cat "$dir/exit-code" 2>/dev/null || echo 0)"
 "#;
 

@@ -2,6 +2,7 @@
 //! and checks what a user would check.
 
 mod automation;
+mod budget;
 mod common;
 mod fixtures;
 mod fuzz_regressions;

@@ -1,0 +1,280 @@
+//! Cost guard: estimates, sweep budgets, chunked capture of large parts, and the circuit breaker.
+
+use crate::common::*;
+use crate::live::{claude_line, live_world};
+use std::time::Duration;
+
+#[test]
+fn estimates_for_a_known_transcript() {
+    let w = World::new();
+    let repo = w.repo("r");
+    let id = "5e551011-aaaa-4bbb-8ccc-0000000000b1";
+    let mut body = String::new();
+    for i in 0..3 {
+        body.push_str(&claude_line(id, &repo, &format!("prompt {i}")));
+        body.push_str("{\"type\":\"assistant\",\"message\":{\"id\":\"m\",\"content\":[{\"type\":\"text\",\"text\":\"answer\"}]}}\n");
+    }
+    body.push_str("{\"type\":\"ai-title\",\"aiTitle\":\"t\"}\n");
+    let p = w.write(
+        &format!("home/.claude/projects/-r/{id}.jsonl"),
+        &body,
+        HOURS_2,
+    );
+    let s = w.dry_run(&[]);
+    let st = find_by_path(&s, "started", &p).unwrap();
+    assert_eq!(st["newBytes"], body.len());
+    assert_eq!(st["newTurns"], 3);
+    assert_eq!(
+        st["estTokens"],
+        body.len().div_ceil(4),
+        "four bytes per token"
+    );
+    assert!(st["chunk"].is_null());
+    assert_eq!(s["totals"]["newBytes"], body.len());
+    assert_eq!(s["totals"]["newTurns"], 3);
+    assert_eq!(s["totals"]["estTokens"], body.len().div_ceil(4));
+    assert_eq!(s["totals"]["runs"], 1);
+}
+
+#[test]
+fn a_run_budget_starts_the_most_recent_and_defers_the_rest() {
+    let l = live_world(3);
+    let mut paths = Vec::new();
+    for i in 0..5 {
+        let id = format!("5e551011-aaaa-4bbb-8ccc-00000000020{i}");
+        let p =
+            l.w.home()
+                .join(format!(".claude/projects/-work-app/{id}.jsonl"));
+        write_aged(
+            &p,
+            claude_line(&id, &l.repo, "hi").as_bytes(),
+            Duration::from_secs(3600 * (10 - i as u64)),
+        );
+        paths.push(p);
+    }
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        std::fs::read_to_string(l.w.almanac_home().join("config.toml"))
+            .unwrap()
+            .replace(
+                "[capture]\n",
+                "[automation.capture]\nmax_runs_per_sweep = 2\n\n[capture]\n",
+            ),
+    )
+    .unwrap();
+    let s = l.summary();
+    let started: Vec<String> = items(&s, "started")
+        .iter()
+        .map(|i| i["transcriptPath"].as_str().unwrap().to_string())
+        .collect();
+    let mut want = vec![
+        paths[4].display().to_string(),
+        paths[3].display().to_string(),
+    ];
+    want.sort();
+    assert_eq!(started, want, "the two most recently active");
+    let deferred: Vec<_> = items(&s, "skipped")
+        .into_iter()
+        .filter(|i| i["reason"] == "budget-deferred")
+        .collect();
+    assert_eq!(deferred.len(), 3);
+    assert!(deferred[0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("max_runs_per_sweep"));
+    // The next sweeps pick them up.
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1);
+    assert_eq!(l.calls().len(), 5);
+    // A token budget defers the same way, and flags override config.
+    let out =
+        l.w.almanac()
+            .env("FAKE_DIR", &l.fake)
+            .args(["capture", "sweep", "--dry-run", "--max-runs", "0"])
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_large_part_is_captured_in_ordered_chunks_and_a_failure_keeps_the_cursor_after_the_last_good_one(
+) {
+    let l = live_world(3);
+    let filler = "x".repeat(1000);
+    let mut body = String::new();
+    while body.len() < 5 << 20 {
+        body.push_str(&claude_line(
+            "5e551011-aaaa-4bbb-8ccc-000000000001",
+            &l.repo,
+            &filler,
+        ));
+    }
+    write_aged(&l.transcript, body.as_bytes(), HOURS_2);
+    // 250k tokens (about 1 MB) a run: five or six chunks; the agent fails on the third.
+    std::fs::write(l.fake.join("fail-if"), "_c0003").unwrap();
+    let out =
+        l.w.almanac()
+            .env("FAKE_DIR", &l.fake)
+            .args([
+                "capture",
+                "sweep",
+                "--json",
+                "--quiet",
+                "0m",
+                "--max-tokens-per-run",
+                "250000",
+            ])
+            .output()
+            .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let started = items(&v["summary"], "started");
+    let n = started.len();
+    assert!((5..=7).contains(&n), "{n} chunks: {}", v["summary"]);
+    for (i, st) in started.iter().enumerate() {
+        assert_eq!(st["chunk"], serde_json::json!([i + 1, n]));
+        if i > 0 {
+            assert_eq!(
+                st["fromLine"],
+                started[i - 1]["toLine"].as_u64().unwrap() + 1,
+                "consecutive"
+            );
+            assert_eq!(st["fromByte"], started[i - 1]["toByte"]);
+        }
+        assert_eq!(
+            body.as_bytes()[st["toByte"].as_u64().unwrap() as usize - 1],
+            b'\n',
+            "each ends on a line boundary"
+        );
+        assert!(
+            st["estTokens"].as_u64().unwrap() >= 250_000
+                && st["estTokens"].as_u64().unwrap() < 260_000
+                || i == n - 1
+        );
+    }
+    l.wait_idle();
+    let runs = l.runs();
+    assert_eq!(runs.len(), n);
+    assert_eq!(runs[0]["status"], "done");
+    assert_eq!(runs[1]["status"], "done");
+    assert_eq!(runs[2]["status"], "failed");
+    for r in &runs[3..] {
+        assert_eq!(r["status"], "failed");
+        assert!(r["error"].as_str().unwrap().starts_with("cancelled"), "{r}");
+    }
+    let calls = l.calls();
+    assert_eq!(
+        calls.len(),
+        3,
+        "chunks after the failed one never ran: {calls:?}"
+    );
+    let e = l.entry();
+    assert_eq!(e["status"], "failed");
+    assert_eq!(
+        e["lastCapturedLine"], started[1]["toLine"],
+        "the cursor stops at the end of chunk 2"
+    );
+    assert_eq!(e["lastCapturedSize"], started[1]["toByte"]);
+    let prompt = l.prompt(runs[1]["runId"].as_str().unwrap());
+    assert!(
+        prompt.contains(&format!("this is chunk 2 of {n}")),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(&format!("(lines 1 to {})", started[n - 1]["toLine"])),
+        "{prompt}"
+    );
+    // Fixed: the next sweep resumes from chunk 3's start.
+    std::fs::remove_file(l.fake.join("fail-if")).unwrap();
+    let out =
+        l.w.almanac()
+            .env("FAKE_DIR", &l.fake)
+            .args([
+                "capture",
+                "sweep",
+                "--json",
+                "--quiet",
+                "0m",
+                "--max-tokens-per-run",
+                "250000",
+            ])
+            .output()
+            .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        items(&v["summary"], "started")[0]["fromByte"],
+        started[2]["fromByte"]
+    );
+    l.wait_idle();
+    assert_eq!(l.entry()["lastCapturedSize"], body.len());
+}
+
+#[test]
+fn the_breaker_trips_after_consecutive_failures_and_cancels_the_rest() {
+    let l = live_world(3);
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        std::fs::read_to_string(l.w.almanac_home().join("config.toml"))
+            .unwrap()
+            .replace(
+                "[capture]\n",
+                "[automation.capture]\nbreaker_failures = 3\n\n[capture]\n",
+            ),
+    )
+    .unwrap();
+    l.set_exit(4);
+    for i in 0..6 {
+        let id = format!("5e551011-aaaa-4bbb-8ccc-00000000030{i}");
+        write_aged(
+            &l.w.home()
+                .join(format!(".claude/projects/-work-app/{id}.jsonl")),
+            claude_line(&id, &l.repo, "hi").as_bytes(),
+            HOURS_2,
+        );
+    }
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 6);
+    let runs = l.runs();
+    let failed_by_agent = runs.iter().filter(|r| r["exitCode"] == 4).count();
+    let cancelled: Vec<_> = runs
+        .iter()
+        .filter(|r| {
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("circuit breaker"))
+        })
+        .collect();
+    assert_eq!(failed_by_agent, 3, "{runs:?}");
+    assert_eq!(cancelled.len(), 3);
+    assert_eq!(
+        l.calls().len(),
+        3,
+        "no agent started after the breaker tripped"
+    );
+    let b: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(l.w.almanac_home().join("state/breaker.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["tripped"], true);
+    assert_eq!(b["failuresInARow"], 3);
+    // Cancelled sessions spent no attempt.
+    let ledger = l.ledger();
+    let attempts: Vec<u64> = ledger["entries"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|e| e["attempts"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts.iter().filter(|a| **a == 1).count(), 3);
+    assert_eq!(attempts.iter().filter(|a| **a == 0).count(), 3);
+    // automation status tells.
+    let out =
+        l.w.almanac()
+            .args(["automation", "status"])
+            .output()
+            .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("circuit breaker: tripped"), "{text}");
+}

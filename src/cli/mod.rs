@@ -3,6 +3,7 @@
 
 mod automation_cmds;
 mod capture_cmds;
+mod doctor;
 mod explain;
 mod output;
 mod turns_cmds;
@@ -12,7 +13,7 @@ use crate::context::Context;
 use crate::rules::{self, Catalog};
 use crate::sweep;
 use crate::util::duration::parse_duration;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use output::Out;
 use std::path::PathBuf;
 
@@ -66,6 +67,18 @@ enum Command {
         program: Option<PathBuf>,
         #[arg(long)]
         force: bool,
+    },
+    /// Why capture is or is not happening: rules, stores, repos, agent, scheduler, last sweep, problems.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (or, with --out DIR, write one page per command there).
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Create .almanac/ at the git root (or the given directory).
     Init {
@@ -198,6 +211,9 @@ struct SweepArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Exit 1 when some transcript needs attention (for scripts and monitoring).
+    #[arg(long)]
+    strict: bool,
     /// Run by the OS scheduler: sweep only when [automation.capture] every has passed since the last one.
     #[arg(long)]
     scheduled: bool,
@@ -286,7 +302,11 @@ pub fn main() -> i32 {
             | RulesCommand::Validate { json, .. }
             | RulesCommand::Explain { json, .. },
         ) => *json,
-        Command::Init { .. } | Command::Setup { .. } => false,
+        Command::Init { .. }
+        | Command::Setup { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => false,
+        Command::Doctor { json } => *json,
         Command::Automation(
             AutomationCommand::Install { json, .. }
             | AutomationCommand::Status { json, .. }
@@ -469,6 +489,14 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
             },
             out,
         ),
+        Command::Doctor { json } => doctor::doctor(&cx, rules_dir, json, out),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "almanac", &mut buf);
+            out.line(String::from_utf8_lossy(&buf).trim_end());
+            Ok(EXIT_OK)
+        }
+        Command::Man { out: dir } => man(dir, out),
         Command::Init { dir } => {
             let start = match dir {
                 Some(d) => d,
@@ -664,8 +692,13 @@ fn sweep_command(
             budget,
         },
     );
+    let code = if args.strict && !summary.needs_attention.is_empty() {
+        EXIT_FAILURE
+    } else {
+        EXIT_OK
+    };
     if !args.dry_run {
-        if let Err(e) = sweep::write_last_sweep(cx, &summary, EXIT_OK) {
+        if let Err(e) = sweep::write_last_sweep(cx, &summary, code) {
             eprintln!(
                 "almanac: cannot write {}: {e}",
                 cx.almanac_home.join("state/last-sweep.json").display()
@@ -685,7 +718,7 @@ fn sweep_command(
     } else {
         output::sweep_human(&summary, out);
     }
-    Ok(EXIT_OK)
+    Ok(code)
 }
 
 fn validate_command(
@@ -749,4 +782,48 @@ fn validate_command(
             Err(Failure::Config(lines))
         }
     }
+}
+
+/// The man page from the same clap definitions as `--help`: the main page on stdout, or one page per
+/// command (almanac.1, almanac-capture-sweep.1, ...) in `dir`.
+fn man(dir: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
+    let render = |cmd: clap::Command| -> Vec<u8> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut buf)
+            .expect("rendering to memory");
+        buf
+    };
+    let Some(dir) = dir else {
+        out.line(String::from_utf8_lossy(&render(Cli::command())).trim_end());
+        return Ok(EXIT_OK);
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::Other(format!("{}: {e}", dir.display())))?;
+    fn walk(cmd: &clap::Command, prefix: &str, pages: &mut Vec<(String, clap::Command)>) {
+        let name = if prefix.is_empty() {
+            cmd.get_name().to_string()
+        } else {
+            format!("{prefix}-{}", cmd.get_name())
+        };
+        // clap wants a static name; this runs once per command of a short-lived process.
+        let static_name: &'static str = Box::leak(name.clone().into_boxed_str());
+        pages.push((name.clone(), cmd.clone().name(static_name)));
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            walk(sub, &name, pages);
+        }
+    }
+    let mut root = Cli::command();
+    root.build();
+    let mut pages = Vec::new();
+    walk(&root, "", &mut pages);
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, render(cmd))
+            .map_err(|e| Failure::Other(format!("{}: {e}", path.display())))?;
+        out.line(&path.display().to_string());
+    }
+    Ok(EXIT_OK)
 }

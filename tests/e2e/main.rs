@@ -9,6 +9,7 @@ mod fuzz_regressions;
 mod hostile;
 mod live;
 mod perf;
+mod polish;
 mod real_clients;
 mod rules_cli;
 mod sweep;

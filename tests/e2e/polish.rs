@@ -1,0 +1,282 @@
+//! The CLI contract: completions and man pages from the clap definitions, exit codes, stdout for results
+//! only, a closed pipe, `doctor`, and JSON output that matches the schemas in schemas/output/.
+
+use crate::common::*;
+use crate::live::{claude_line, live_world};
+use std::io::Read;
+
+/// Every subcommand path, e.g. ["capture", "sweep"], from `--help` output (what a user sees).
+fn subcommands(w: &World, path: &[&str]) -> Vec<Vec<String>> {
+    let out = w.almanac().args(path).arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut found = Vec::new();
+    let mut in_cmds = false;
+    for line in text.lines() {
+        if line.starts_with("Commands:") {
+            in_cmds = true;
+            continue;
+        }
+        if in_cmds {
+            let Some(name) = line
+                .strip_prefix("  ")
+                .and_then(|l| l.split_whitespace().next())
+            else {
+                break;
+            };
+            if name == "help" {
+                continue;
+            }
+            let mut p: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            p.push(name.to_string());
+            found.push(p.clone());
+            let refs: Vec<&str> = p.iter().map(String::as_str).collect();
+            found.extend(subcommands(w, &refs));
+        }
+    }
+    found
+}
+
+fn validate(schema: &str, v: &serde_json::Value) {
+    let path = format!("{}/schemas/output/{schema}", env!("CARGO_MANIFEST_DIR"));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&s).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{schema}: {errors:?}\n{v}");
+}
+
+#[test]
+fn completions_and_man_pages_cover_every_subcommand() {
+    let w = World::new();
+    let cmds = subcommands(&w, &[]);
+    assert!(cmds.len() >= 20, "{cmds:?}");
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let out = w.almanac().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success());
+        let script = String::from_utf8(out.stdout).unwrap();
+        for c in &cmds {
+            assert!(
+                script.contains(c.last().unwrap().as_str()),
+                "{shell} completion lacks {c:?}"
+            );
+        }
+    }
+    let dir = w.root().join("man");
+    let out = w
+        .almanac()
+        .args(["man", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for c in &cmds {
+        let page = dir.join(format!("almanac-{}.1", c.join("-")));
+        let text =
+            std::fs::read_to_string(&page).unwrap_or_else(|_| panic!("no page {}", page.display()));
+        assert!(
+            text.contains(".TH") && text.contains(".SH NAME"),
+            "{}",
+            page.display()
+        );
+    }
+    let main = String::from_utf8(w.almanac().arg("man").output().unwrap().stdout).unwrap();
+    for top in cmds.iter().filter(|c| c.len() == 1) {
+        assert!(main.contains(&top[0]), "main page lists {top:?}");
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_contract() {
+    let l = live_world(1);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    l.set_exit(3);
+    let run = |args: &[&str]| {
+        l.w.almanac()
+            .env("FAKE_DIR", &l.fake)
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .code()
+            .unwrap()
+    };
+    assert_eq!(run(&["capture", "sweep", "--quiet", "0m"]), 0);
+    l.wait_idle();
+    // The run failed with max_attempts 1: the transcript needs attention.
+    assert_eq!(
+        run(&["capture", "sweep", "--dry-run", "--quiet", "0m"]),
+        0,
+        "needs attention is not an error by default"
+    );
+    assert_eq!(
+        run(&["capture", "sweep", "--dry-run", "--quiet", "0m", "--strict"]),
+        1
+    );
+    assert_eq!(run(&["capture", "sweep", "--bogus"]), 2);
+    assert_eq!(run(&["capture", "sweep", "--quiet", "soon"]), 2);
+    std::fs::write(l.w.almanac_home().join("config.toml"), "[capture\n").unwrap();
+    assert_eq!(run(&["capture", "sweep"]), 78);
+}
+
+#[test]
+fn json_goes_to_stdout_alone_and_a_closed_pipe_is_quiet() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let out =
+        l.w.almanac()
+            .args([
+                "capture",
+                "sweep",
+                "--dry-run",
+                "--json",
+                "--quiet",
+                "0m",
+                "--apps",
+                "claude,nope",
+            ])
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("even an error is JSON on stdout");
+    validate("error.schema.json", &v);
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("almanac: "));
+    // Many sessions, a reader that stops after one line.
+    for i in 0..300 {
+        let id = format!("5e551011-aaaa-4bbb-8ccc-{i:012}");
+        write_aged(
+            &l.w.home().join(format!(".claude/projects/-p/{id}.jsonl")),
+            claude_line(&id, &l.repo, "x").as_bytes(),
+            HOURS_2,
+        );
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"))
+        .env_clear()
+        .env("HOME", l.w.home())
+        .env("ALMANAC_HOME", l.w.almanac_home())
+        .args(["capture", "sessions"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn json_outputs_match_their_schemas() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let (_, dry) = {
+        let out =
+            l.w.almanac()
+                .env("FAKE_DIR", &l.fake)
+                .args(["capture", "sweep", "--dry-run", "--json", "--quiet", "0m"])
+                .output()
+                .unwrap();
+        (
+            0,
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        )
+    };
+    validate("sweep.schema.json", &dry);
+    let (_, live) = l.sweep(&[]);
+    validate("sweep.schema.json", &live);
+    l.wait_idle();
+    let (_, again) = l.sweep(&[]);
+    validate("sweep.schema.json", &again);
+    for (args, schema) in [
+        (
+            vec!["capture", "turns", "--json", l.transcript.to_str().unwrap()],
+            "turns.schema.json",
+        ),
+        (
+            vec![
+                "capture",
+                "turns",
+                "--json",
+                "--latest",
+                l.transcript.to_str().unwrap(),
+            ],
+            "turns.schema.json",
+        ),
+        (
+            vec!["capture", "sessions", "--json"],
+            "sessions.schema.json",
+        ),
+        (vec!["doctor", "--json"], "doctor.schema.json"),
+    ] {
+        let out =
+            l.w.almanac()
+                .env("FAKE_DIR", &l.fake)
+                .args(&args)
+                .output()
+                .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        validate(schema, &v);
+    }
+}
+
+#[test]
+fn doctor_names_each_problem_with_its_fix() {
+    let l = live_world(1);
+    // The fake agent is the configured one and is found (an absolute path).
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let out = l.w.almanac().args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_name = |v: &serde_json::Value, n: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == n)
+            .cloned()
+    };
+    assert_eq!(by_name(&v, "rules").unwrap()["status"], "ok");
+    assert_eq!(by_name(&v, "agent").unwrap()["status"], "ok");
+    assert!(by_name(&v, "claude stores").unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .contains("1 transcripts"));
+    assert!(by_name(&v, "repos").unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .contains(l.repo.to_str().unwrap()));
+    assert_eq!(
+        by_name(&v, "scheduler").unwrap()["fix"],
+        "almanac automation install"
+    );
+    // A failing agent and max_attempts 1: the transcript needs attention; doctor says how to fix it.
+    l.set_exit(2);
+    l.summary();
+    let out = l.w.almanac().args(["doctor"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("FAIL needs attention: retry-budget-exhausted"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "fix: almanac capture reset {}",
+            l.transcript.display()
+        )),
+        "{text}"
+    );
+}

@@ -515,7 +515,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         &repos,
         |repo| -> Result<(Option<crate::util::lock::FileLock>, RepoState), (&'static str, String)> {
             let guard = if live {
-                let g = crate::util::atomic::ensure_private_dir(&ledger::runs_dir(repo))
+                let g = crate::util::atomic::private_dir(&ledger::runs_dir(repo))
                     .and_then(|_| ledger::lock_repo(repo))
                     .map_err(|e| {
                         (

@@ -16,6 +16,18 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// Makes `dir` private (0700), creating it if needed: for almanac's own directories (a repo's
+/// `.almanac/runs`, `$ALMANAC_HOME/state`), which may have been made by hand or by an older version.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    ensure_private_dir(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
 }

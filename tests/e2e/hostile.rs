@@ -648,3 +648,109 @@ fn crash_during_a_config_toml_edit() {
         temps_left(&s.w.almanac_home())
     );
 }
+
+#[test]
+fn odd_paths_reach_the_agent_as_one_inert_argument_each() {
+    let l = live_world(3);
+    // A repo and a transcript whose paths hold spaces, quotes, $() and a newline.
+    let repo = l.w.repo("work/we'ird $(touch pwned) \"dir\"\nline");
+    let id = "5e551011-aaaa-4bbb-8ccc-0000000000f1";
+    let transcript = l.w.home().join(format!(
+        ".claude/projects/-odd $(touch pwned2) '\"/{id}.jsonl"
+    ));
+    let line = serde_json::json!({"type": "user", "sessionId": id, "cwd": repo, "message": {"role": "user", "content": "hi"}}).to_string() + "\n";
+    write_aged(&transcript, line.as_bytes(), HOURS_2);
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        format!(
+            "[capture]\nagent = \"fake\"\n[capture.agents.fake]\ncommand = [\"{}\", \"{{prompt_file}}\", \"{{session_id}}\", \"{{run_id}}\", \"{{transcript}}\", \"{{repo}}\"]\n",
+            l.fake.join("fake-agent").display()
+        ),
+    )
+    .unwrap();
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    // The worker of the odd repo (l.summary() waits for the usual repo only).
+    let start = std::time::Instant::now();
+    while !repo.join(".almanac/pages/notes.md").is_file()
+        && start.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let runs_dir = repo.join(".almanac/runs");
+    let runs: Vec<String> = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let calls = std::fs::read_to_string(l.fake.join("calls.log")).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {runs:?} {}",
+            std::fs::read_to_string(runs_dir.join("worker.log")).unwrap_or_default()
+        )
+    });
+    assert!(calls.contains(&transcript.display().to_string()), "{calls}");
+    for pwned in ["pwned", "pwned2"] {
+        assert!(
+            walkdir::WalkDir::new(l.w.root())
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .all(|e| e.file_name() != pwned),
+            "a shell ran {pwned}"
+        );
+    }
+    assert!(
+        repo.join(".almanac/pages/notes.md").is_file(),
+        "the agent ran in the odd repo"
+    );
+}
+
+#[test]
+fn nothing_is_written_outside_almanac_home_the_wikis_and_the_agent() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let outside = |root: &Path| -> Vec<(String, std::time::SystemTime)> {
+        walkdir::WalkDir::new(root)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let p = e.path();
+                !p.starts_with(l.w.almanac_home())
+                    && !p.starts_with(l.repo.join(".almanac"))
+                    && !p.starts_with(&l.fake)
+            })
+            .map(|e| {
+                (
+                    e.path().display().to_string(),
+                    e.metadata().unwrap().modified().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = outside(l.w.root());
+    l.summary();
+    l.summary();
+    assert_eq!(
+        outside(l.w.root()),
+        before,
+        "only ALMANAC_HOME and the repo's .almanac/ changed"
+    );
+    // And what almanac wrote is private.
+    // (The test made ALMANAC_HOME itself and wrote config.toml, as a user would.)
+    let made_by_test = [l.w.almanac_home(), l.w.almanac_home().join("config.toml")];
+    for e in walkdir::WalkDir::new(l.w.almanac_home())
+        .into_iter()
+        .chain(walkdir::WalkDir::new(l.repo.join(".almanac/runs")))
+        .filter_map(|e| e.ok())
+        .filter(|e| !made_by_test.contains(&e.path().to_path_buf()))
+    {
+        let mode = std::os::unix::fs::PermissionsExt::mode(&e.metadata().unwrap().permissions());
+        assert_eq!(
+            mode & 0o077,
+            0,
+            "{} is {:o}",
+            e.path().display(),
+            mode & 0o777
+        );
+    }
+}

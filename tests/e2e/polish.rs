@@ -280,3 +280,84 @@ fn doctor_names_each_problem_with_its_fix() {
         "{text}"
     );
 }
+
+#[test]
+fn every_other_json_output_matches_its_schema() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    l.summary();
+    let t = l.transcript.to_str().unwrap().to_string();
+    let repo = l.repo.to_str().unwrap().to_string();
+    let rules = format!("{}/rules/claude.yaml", env!("CARGO_MANIFEST_DIR"));
+    for (args, schema) in [
+        (vec!["rules", "list", "--json"], "rules-list.schema.json"),
+        (
+            vec!["rules", "validate", "--json"],
+            "rules-validate.schema.json",
+        ),
+        (
+            vec!["rules", "validate", "--json", &rules],
+            "rules-validate.schema.json",
+        ),
+        (
+            vec!["rules", "explain", "--json", &t],
+            "rules-explain.schema.json",
+        ),
+        (
+            vec!["capture", "status", "--json", "--repo", &repo],
+            "capture-status.schema.json",
+        ),
+        (
+            vec![
+                "capture",
+                "prune",
+                "--json",
+                "--dry-run",
+                "--older-than",
+                "0s",
+                "--repo",
+                &repo,
+            ],
+            "capture-prune.schema.json",
+        ),
+        (
+            vec!["capture", "reset", "--json", "--skip-existing", &t],
+            "capture-reset.schema.json",
+        ),
+    ] {
+        let out = l.w.almanac().args(&args).output().unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        validate(schema, &v);
+    }
+    let s = crate::automation::sched();
+    let program = s.program.display().to_string();
+    for (args, schema) in [
+        (
+            vec![
+                "automation",
+                "install",
+                "--json",
+                "--scheduler",
+                "cron",
+                "--program",
+                &program,
+                "--force",
+            ],
+            "automation-install.schema.json",
+        ),
+        (
+            vec!["automation", "status", "--json"],
+            "automation-status.schema.json",
+        ),
+        (
+            vec!["automation", "uninstall", "--json"],
+            "automation-uninstall.schema.json",
+        ),
+    ] {
+        let out = s.run(&args);
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        validate(schema, &v);
+    }
+}

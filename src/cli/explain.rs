@@ -147,7 +147,7 @@ pub fn explain(
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let ex = examine(m.rule, &file, &mut mapper);
     let head: Result<crate::discover::head::HeadScan, String> = match (&ex.scan, &ex.error) {
-        (Some(h), _) => Ok(h.clone()),
+        (Some(h), _) => Ok((**h).clone()),
         (None, e) => Err(e.clone().unwrap_or_default()),
     };
     let (policy_decision, steps) = if head.is_ok() && !ex.subagent {

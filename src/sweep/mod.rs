@@ -113,7 +113,7 @@ impl Summary {
 /// What discovery learnt about one transcript; shared by the sweep and the commands that explain one.
 pub struct Examined {
     /// The full head scan when the head was read now (None when it came from the discovery cache).
-    pub scan: Option<HeadScan>,
+    pub scan: Option<Box<HeadScan>>,
     /// Why the head could not be read.
     pub error: Option<String>,
     pub session_id: Option<String>,
@@ -132,7 +132,7 @@ impl Examined {
                 cwd: h.get("cwd").map(str::to_string),
                 subagent: h.subagent.is_some(),
                 excluded: h.excluded.as_ref().map(|v| v.reason.clone()),
-                scan: Some(h),
+                scan: Some(Box::new(h)),
                 error: None,
                 repo: None,
             },

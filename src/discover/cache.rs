@@ -78,16 +78,18 @@ impl Cache {
             fingerprint: fingerprint.to_string(),
             entries: HashMap::new(),
         };
-        let Ok(text) = std::fs::read_to_string(file) else {
+        // Read line by line: the whole file as one string would stay behind in this thread's arena.
+        let Ok(f) = std::fs::File::open(file) else {
             return cache;
         };
-        let mut lines = text.lines();
-        if lines.next() != Some(HEADER) || lines.next() != Some(fingerprint) {
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(f)).map_while(Result::ok);
+        if lines.next().as_deref() != Some(HEADER) || lines.next().as_deref() != Some(fingerprint) {
             return cache;
         }
-        let mut cwds: HashMap<&str, std::sync::Arc<str>> = HashMap::new();
-        let mut apps: HashMap<&str, std::sync::Arc<str>> = HashMap::new();
+        let mut cwds: HashMap<String, std::sync::Arc<str>> = HashMap::new();
+        let mut apps: HashMap<String, std::sync::Arc<str>> = HashMap::new();
         for line in lines {
+            let line: &str = &line;
             let mut f = line.split('\t');
             let mut next = || f.next();
             let (
@@ -121,14 +123,19 @@ impl Cache {
             else {
                 continue;
             };
-            let app = apps
-                .entry(app)
-                .or_insert_with(|| std::sync::Arc::from(app))
-                .clone();
-            let cwd = (!cwd.is_empty()).then(|| {
-                cwds.entry(cwd)
+            let app = match apps.get(app) {
+                Some(a) => a.clone(),
+                None => apps
+                    .entry(app.to_string())
+                    .or_insert_with(|| std::sync::Arc::from(app))
+                    .clone(),
+            };
+            let cwd = (!cwd.is_empty()).then(|| match cwds.get(cwd) {
+                Some(c) => c.clone(),
+                None => cwds
+                    .entry(cwd.to_string())
                     .or_insert_with(|| std::sync::Arc::from(cwd))
-                    .clone()
+                    .clone(),
             });
             cache.entries.insert(
                 (dev, ino),

@@ -476,9 +476,11 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         }
     });
     let mut mapper = RepoMapper::new(&cx.almanac_home);
-    let mut candidates: Vec<(FoundFile, Examined)> = Vec::new();
+    let roots = heads.iter().filter(|(e, _)| !e.subagent).count();
+    let mut candidates: Vec<(FoundFile, Examined)> = Vec::with_capacity(roots);
     // Subagent verdicts are cached too (live), so a subagent file costs one stat next time.
-    let mut subagents: Vec<(FoundFile, Examined)> = Vec::new();
+    let mut subagents: Vec<(FoundFile, Examined)> =
+        Vec::with_capacity(if live { files.len() / 2 } else { 0 });
     for (file, (mut ex, read)) in files.into_iter().zip(heads) {
         summary.stats.bytes_read += read;
         if let Some(e) = &ex.error {

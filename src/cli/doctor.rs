@@ -172,7 +172,13 @@ pub fn doctor(
             .started
             .iter()
             .map(|s| s.repo_root.clone())
-            .chain(summary.skipped.iter().filter_map(|s| s.repo_root.clone()))
+            .chain(
+                summary
+                    .skipped
+                    .iter()
+                    .chain(&summary.needs_attention)
+                    .filter_map(|s| s.repo_root.clone()),
+            )
             .collect();
         if repos.is_empty() {
             checks.push(check(
@@ -203,6 +209,29 @@ pub fn doctor(
             ),
             None,
         ));
+        // Recent failed runs in each repo (they are retried by the next sweep, within max_attempts).
+        for repo in &repos {
+            let runs = crate::capture::run::list(&crate::ledger::runs_dir(Path::new(repo)));
+            for r in runs
+                .iter()
+                .rev()
+                .filter(|r| r.status == crate::capture::run::RunStatus::Failed)
+                .take(3)
+            {
+                checks.push(check(
+                    "warn",
+                    &format!("failed run {}", r.run_id),
+                    format!(
+                        "{} {}: {} (log: {})",
+                        r.app,
+                        r.session_id,
+                        r.error.as_deref().unwrap_or("failed"),
+                        r.log_path
+                    ),
+                    Some(format!("almanac capture status --repo {repo}")),
+                ));
+            }
+        }
         for item in &summary.needs_attention {
             let fix = match item.reason.as_str() {
                 "prefix-mismatch" | "retry-budget-exhausted" => {
@@ -228,7 +257,12 @@ pub fn doctor(
         // The agent.
         match config.capture.agent_def(&config.capture.agent) {
             Some(def) => match crate::capture::agent::resolve_program(&def.command[0]) {
-                Some(p) => checks.push(check("ok", "agent", format!("{} -> {} ({})", def.name, p.display(), version_of(&p).unwrap_or_else(|| "version unknown".into())), None)),
+                Some(p) => checks.push(check("ok", "agent", format!("{} -> {} ({})", def.name, p.display(), if crate::config::builtin_agents().contains(def) {
+                            version_of(&p).unwrap_or_else(|| "version unknown".into())
+                        } else {
+                            // A custom agent is not run just to ask its version: it may do anything.
+                            "custom agent; version not checked".into()
+                        }), None)),
                 None => checks.push(check("fail", "agent", format!("{}: `{}` is not on PATH", def.name, def.command[0]), Some(format!("install it, or set [capture] agent / [capture.agents.{}] command in config.toml", def.name)))),
             },
             None => checks.push(check("fail", "agent", format!("agent \"{}\" is not defined", config.capture.agent), Some("set [capture] agent in config.toml".into()))),

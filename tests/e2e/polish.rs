@@ -279,6 +279,17 @@ fn doctor_names_each_problem_with_its_fix() {
         )),
         "{text}"
     );
+    assert!(
+        text.contains("warn failed run run_") && text.contains("exited with code 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "fix: almanac capture status --repo {}",
+            l.repo.display()
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -236,29 +236,13 @@ fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
         note(&format!("cannot write run record {}: {e}", record.run_id));
     }
     crate::util::fault::point("before-cursor-commit");
-    let Ok(mut loaded) = ledger::load(repo, now, true) else {
-        return;
-    };
-    let Some(entry) = loaded
-        .ledger
-        .entries
-        .get_mut(&key(&record.app, &record.session_id))
-    else {
-        return;
-    };
-    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
-        return;
-    }
-    let cancelled = match &outcome {
+    let cancelled = update_entry(repo, &record, now, |entry| match &outcome {
         Ok(()) => {
             entry.complete(&record.run_id, &crate::policy::iso(now));
             Vec::new()
         }
         Err(e) => entry.fail(&record.run_id, e),
-    };
-    if let Err(e) = ledger::save(repo, &mut loaded.ledger, now) {
-        note(&format!("cannot save the ledger: {e}"));
-    }
+    });
     cancel_runs(
         &runs,
         &cancelled,
@@ -269,6 +253,34 @@ fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
         record.run_id,
         if outcome.is_ok() { "done" } else { "failed" }
     ));
+}
+
+/// Applies `f` to the ledger entry waiting for `record` (if it still is) and saves the ledger; the caller
+/// holds the repo lock. Returns what `f` returns: run ids that must not run now.
+fn update_entry(
+    repo: &Path,
+    record: &RunRecord,
+    now: chrono::DateTime<chrono::Utc>,
+    f: impl FnOnce(&mut ledger::LedgerEntry) -> Vec<String>,
+) -> Vec<String> {
+    let Ok(mut loaded) = ledger::load(repo, now, true) else {
+        return Vec::new();
+    };
+    let Some(entry) = loaded
+        .ledger
+        .entries
+        .get_mut(&key(&record.app, &record.session_id))
+    else {
+        return Vec::new();
+    };
+    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
+        return Vec::new();
+    }
+    let out = f(entry);
+    if let Err(e) = ledger::save(repo, &mut loaded.ledger, now) {
+        note(&format!("cannot save the ledger: {e}"));
+    }
+    out
 }
 
 /// Marks queued runs failed without running them.
@@ -296,21 +308,9 @@ fn cancel_by_breaker(repo: &Path, mut record: RunRecord, reason: &str) {
     record.error = Some(why.clone());
     record.finished_at = Some(crate::policy::iso(now));
     let _ = run::write(&runs, &record);
-    let Ok(mut loaded) = ledger::load(repo, now, true) else {
-        return;
-    };
-    let Some(entry) = loaded
-        .ledger
-        .entries
-        .get_mut(&key(&record.app, &record.session_id))
-    else {
-        return;
-    };
-    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
-        return;
-    }
-    let rest = entry.cancel(&record.run_id, &why);
-    let _ = ledger::save(repo, &mut loaded.ledger, now);
+    let rest = update_entry(repo, &record, now, |entry| {
+        entry.cancel(&record.run_id, &why)
+    });
     cancel_runs(&runs, &rest, &why);
     note(&format!(
         "{} cancelled by the circuit breaker",

@@ -535,44 +535,6 @@ fn a_second_sweep_while_one_holds_the_lock_does_nothing_and_exits_75() {
 }
 
 #[test]
-fn sweeps_started_together_capture_each_session_once() {
-    let l = live_world(3);
-    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
-    let other =
-        l.w.home()
-            .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-000000000002.jsonl");
-    write_aged(
-        &other,
-        claude_line("5e551011-aaaa-4bbb-8ccc-000000000002", &l.repo, "hi").as_bytes(),
-        HOURS_2,
-    );
-    let children: Vec<_> = (0..4)
-        .map(|_| {
-            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"));
-            c.env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("HOME", l.w.home())
-                .env("ALMANAC_HOME", l.w.almanac_home())
-                .env("FAKE_DIR", &l.fake)
-                .args(["capture", "sweep", "--quiet", "0m"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            c.spawn().unwrap()
-        })
-        .collect();
-    let codes: Vec<i32> = children
-        .into_iter()
-        .map(|mut c| c.wait().unwrap().code().unwrap())
-        .collect();
-    assert!(codes.iter().all(|c| *c == 0 || *c == 75), "{codes:?}");
-    assert!(codes.contains(&0));
-    l.wait_idle();
-    let runs = l.runs();
-    assert_eq!(runs.len(), 2, "one run per session: {runs:?}");
-    assert_eq!(l.calls().len(), 2);
-}
-
-#[test]
 fn the_agents_own_transcript_is_never_captured() {
     let l = live_world(3);
     write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);

@@ -143,6 +143,21 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Parses TOML into an editable document. toml_edit 0.23 can panic on some malformed input (found by
+/// fuzzing: tests/fuzz_regressions/config/toml-edit-span-panic); such a file is reported as invalid TOML
+/// like any other, without the panic's message.
+fn parse_toml(text: &str) -> Result<toml_edit::DocumentMut, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(|| text.parse::<toml_edit::DocumentMut>());
+    std::panic::set_hook(hook);
+    match result {
+        Ok(Ok(doc)) => Ok(doc),
+        Ok(Err(e)) => Err(e.to_string().replace('\n', " ").trim().to_string()),
+        Err(_) => Err("the TOML parser could not read it (it stopped on malformed input)".into()),
+    }
+}
+
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -159,8 +174,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let file = path.display();
-    let doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let msg = e.to_string().replace('\n', " ").trim().to_string();
+    let doc = parse_toml(text).map_err(|msg| {
         ConfigError(format!("config file {file}: not valid TOML: {msg}\n  help: fix the file or move it aside; nothing runs with a half-read config"))
     })?;
     let bad = |key: &str, what: String| ConfigError(format!("config file {file}: {key}: {what}"));
@@ -499,7 +513,7 @@ pub fn write_automation(
     settings: Option<&AutomationSettings>,
     enabled_only: Option<bool>,
 ) -> Result<(bool, Option<String>), ConfigError> {
-    use toml_edit::{value, Array, DocumentMut, Item, Table};
+    use toml_edit::{value, Array, Item, Table};
     let file = path.display();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -511,9 +525,7 @@ pub fn write_automation(
     if let Some(dir) = path.parent() {
         crate::util::atomic::remove_stale_temps(dir);
     }
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|e: toml_edit::TomlError| ConfigError(format!("config file {file}: {e}")))?;
+    let mut doc = parse_toml(&text).map_err(|e| ConfigError(format!("config file {file}: {e}")))?;
     if !doc.contains_key("automation") {
         let mut t = Table::new();
         t.set_implicit(true);

@@ -39,7 +39,8 @@ pub struct StartedItem {
     pub to_line: u64,
     pub from_byte: u64,
     pub to_byte: u64,
-    /// Bytes of the range, user turns in the whole new part, and the estimated tokens of the range.
+    /// Bytes of the range, user turns in what this sweep starts of the new part (all its chunks that fit
+    /// the budget), and the estimated tokens of the range.
     pub new_bytes: u64,
     pub new_turns: Option<u64>,
     pub est_tokens: u64,
@@ -663,7 +664,10 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             &mut bytes_read,
         );
         let part = match &outcome {
-            Ok(RangeOutcome::Capture(r)) => new_part_turns(rule, file, r, !live, &mut bytes_read),
+            // Only whether the part holds a prompt; the full count waits for the budget.
+            Ok(RangeOutcome::Capture(r)) => {
+                new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
+            }
             _ => Ok(None),
         };
         WorkResult {
@@ -817,13 +821,19 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         }
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
-        // The dry run stopped reading turns at the first prompt; started parts get a full count.
-        let part = match (&plan.part, live) {
-            (Some(p), true) => Some(p.clone()),
-            (Some(_), false) => new_part_turns(rule, file, r, false, &mut summary.stats.bytes_read)
-                .ok()
-                .flatten(),
-            (None, _) => None,
+        // Full turn counts only for what this sweep starts (reading a huge part's turns costs).
+        let part = match &plan.part {
+            Some(_) => new_part_turns(
+                rule,
+                file,
+                r,
+                chunks[take - 1].to,
+                false,
+                &mut summary.stats.bytes_read,
+            )
+            .ok()
+            .flatten(),
+            None => None,
         };
         let new_turns = part.as_ref().map(|p| p.user_turns);
         summary.totals.new_bytes += chunks[..take].iter().map(|c| c.to - c.from).sum::<u64>();
@@ -1014,12 +1024,13 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     summary
 }
 
-/// The turns of the uncaptured part, summarised; None when the rule set has no turns section. A dry run
-/// only needs to know whether there is a user turn, so it stops at the first.
+/// The turns of the uncaptured part up to `to_byte`, summarised; None when the rule set has no turns
+/// section. `first_only` stops at the first prompt (all the no-new-turns check needs).
 fn new_part_turns(
     rule: &RuleSet,
     file: &FoundFile,
     r: &Range,
+    to_byte: u64,
     first_only: bool,
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
@@ -1030,7 +1041,7 @@ fn new_part_turns(
     let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
     f.seek(SeekFrom::Start(r.from_byte))
         .map_err(|e| e.to_string())?;
-    let part = f.take(r.to_byte - r.from_byte);
+    let part = f.take(to_byte - r.from_byte);
     let opts = crate::turns::Options {
         stop_after_users: first_only.then_some(1),
         ..crate::turns::Options::default()

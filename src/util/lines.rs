@@ -140,45 +140,6 @@ pub fn parse_object(bytes: &[u8]) -> Option<serde_json::Value> {
     }
 }
 
-/// Where complete lines end in a byte stream that starts at `start_offset` (a line boundary).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompleteLines {
-    /// Number of `\n`-terminated lines after `start_offset`.
-    pub lines: u64,
-    /// Offset just past the last `\n` (equals `start_offset` when there is none).
-    pub end: u64,
-    pub bytes_read: u64,
-}
-
-/// Counts complete lines over fixed-size buffers: memory does not grow with the file.
-pub fn count_complete_lines<R: Read>(mut r: R, start_offset: u64) -> io::Result<CompleteLines> {
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut lines = 0;
-    let mut pos = start_offset;
-    let mut end = start_offset;
-    let mut bytes_read = 0;
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        bytes_read += n as u64;
-        let chunk = &buf[..n];
-        if let Some(last) = memchr::memrchr(b'\n', chunk) {
-            lines += memchr::memchr_iter(b'\n', chunk).count() as u64;
-            end = pos + last as u64 + 1;
-        }
-        pos += n as u64;
-    }
-    Ok(CompleteLines {
-        lines,
-        end,
-        bytes_read,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,13 +187,4 @@ mod tests {
         assert!(parse_object(b"{\"a\":\"\xff\"}").is_none());
     }
 
-    #[test]
-    fn complete_lines_exclude_unterminated_tail() {
-        let c = count_complete_lines(&b"a\nbb\nccc"[..], 0).unwrap();
-        assert_eq!((c.lines, c.end), (2, 5));
-        let c = count_complete_lines(&b"partial"[..], 10).unwrap();
-        assert_eq!((c.lines, c.end), (0, 10));
-        let c = count_complete_lines(&b""[..], 0).unwrap();
-        assert_eq!((c.lines, c.end), (0, 0));
-    }
 }

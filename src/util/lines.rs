@@ -186,5 +186,4 @@ mod tests {
         assert!(parse_object(b"   ").is_none());
         assert!(parse_object(b"{\"a\":\"\xff\"}").is_none());
     }
-
 }

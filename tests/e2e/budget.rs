@@ -114,22 +114,7 @@ fn a_large_part_is_captured_in_ordered_chunks_and_a_failure_keeps_the_cursor_aft
     write_aged(&l.transcript, body.as_bytes(), HOURS_2);
     // 250k tokens (about 1 MB) a run: five or six chunks; the agent fails on the third.
     std::fs::write(l.fake.join("fail-if"), "_c0003").unwrap();
-    let out =
-        l.w.almanac()
-            .env("FAKE_DIR", &l.fake)
-            .args([
-                "capture",
-                "sweep",
-                "--json",
-                "--quiet",
-                "0m",
-                "--max-tokens-per-run",
-                "250000",
-            ])
-            .output()
-            .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = serde_json::json!({"summary": l.sweep_args(&["--max-tokens-per-run", "250000"])});
     let started = items(&v["summary"], "started");
     let n = started.len();
     assert!((5..=7).contains(&n), "{n} chunks: {}", v["summary"]);
@@ -188,21 +173,7 @@ fn a_large_part_is_captured_in_ordered_chunks_and_a_failure_keeps_the_cursor_aft
     );
     // Fixed: the next sweep resumes from chunk 3's start.
     std::fs::remove_file(l.fake.join("fail-if")).unwrap();
-    let out =
-        l.w.almanac()
-            .env("FAKE_DIR", &l.fake)
-            .args([
-                "capture",
-                "sweep",
-                "--json",
-                "--quiet",
-                "0m",
-                "--max-tokens-per-run",
-                "250000",
-            ])
-            .output()
-            .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = serde_json::json!({"summary": l.sweep_args(&["--max-tokens-per-run", "250000"])});
     assert_eq!(
         items(&v["summary"], "started")[0]["fromByte"],
         started[2]["fromByte"]

@@ -95,6 +95,25 @@ impl Live {
         (out.status.code().unwrap_or(-1), v)
     }
 
+    /// A live sweep with extra arguments; its summary, without waiting for the workers.
+    pub fn sweep_args(&self, extra: &[&str]) -> serde_json::Value {
+        let out = self
+            .w
+            .almanac()
+            .env("FAKE_DIR", &self.fake)
+            .args(["capture", "sweep", "--json", "--quiet", "0m"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["summary"].clone()
+    }
+
     pub fn summary(&self) -> serde_json::Value {
         let (code, v) = self.sweep(&[]);
         assert_eq!(code, 0, "{v}");

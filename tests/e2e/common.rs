@@ -61,23 +61,27 @@ impl World {
 
     /// Runs the dry-run sweep with the given extra args and returns the parsed summary.
     pub fn dry_run(&self, args: &[&str]) -> serde_json::Value {
-        let out = self
-            .almanac()
-            .args(["capture", "sweep", "--dry-run", "--json"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "sweep failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let v: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
-        assert_eq!(v["ok"], true);
-        v["summary"].clone()
+        let mut cmd = self.almanac();
+        cmd.args(["capture", "sweep", "--dry-run", "--json"])
+            .args(args);
+        json_ok(&mut cmd)["summary"].clone()
     }
+}
+
+/// Runs the command, requires success, and returns its stdout parsed as the one JSON object it is.
+pub fn json_ok(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    assert_ne!(v["ok"], false, "{v}");
+    v
 }
 
 pub fn write_aged(p: &Path, content: &[u8], age: Duration) {

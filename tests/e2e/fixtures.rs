@@ -32,14 +32,7 @@ fn explain(w: &World, path: &Path, app: Option<&str>) -> serde_json::Value {
     if let Some(a) = app {
         cmd.args(["--app", a]);
     }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "explain {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_ok(&mut cmd)
 }
 
 fn field<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a str> {

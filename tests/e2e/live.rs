@@ -97,21 +97,11 @@ impl Live {
 
     /// A live sweep with extra arguments; its summary, without waiting for the workers.
     pub fn sweep_args(&self, extra: &[&str]) -> serde_json::Value {
-        let out = self
-            .w
-            .almanac()
-            .env("FAKE_DIR", &self.fake)
+        let mut cmd = self.w.almanac();
+        cmd.env("FAKE_DIR", &self.fake)
             .args(["capture", "sweep", "--json", "--quiet", "0m"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["summary"].clone()
+            .args(extra);
+        json_ok(&mut cmd)["summary"].clone()
     }
 
     pub fn summary(&self) -> serde_json::Value {

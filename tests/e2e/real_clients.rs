@@ -179,22 +179,13 @@ fn real_claude_as_the_capture_agent_is_never_captured_itself() {
         std::env::var("PATH").unwrap_or_default()
     );
     let sweep = |l: &crate::live::Live| {
-        let out =
-            l.w.almanac()
-                .env("PATH", &path)
-                .env("ANTHROPIC_API_KEY", "sk-ant-dummy-for-tests")
-                .args([
-                    "capture", "sweep", "--json", "--quiet", "0m", "--apps", "claude",
-                ])
-                .output()
-                .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["summary"].clone()
+        let mut cmd = l.w.almanac();
+        cmd.env("PATH", &path)
+            .env("ANTHROPIC_API_KEY", "sk-ant-dummy-for-tests")
+            .args([
+                "capture", "sweep", "--json", "--quiet", "0m", "--apps", "claude",
+            ]);
+        json_ok(&mut cmd)["summary"].clone()
     };
     let s = sweep(&l);
     assert_eq!(items(&s, "started").len(), 1);

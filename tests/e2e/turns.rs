@@ -6,19 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn turns_json(w: &World, path: &Path, extra: &[&str]) -> serde_json::Value {
-    let out = w
-        .almanac()
-        .args(["capture", "turns", "--json"])
-        .args(extra)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_ok(
+        w.almanac()
+            .args(["capture", "turns", "--json"])
+            .args(extra)
+            .arg(path),
+    )
 }
 
 fn place(w: &World, fixture_rel: &str, home_rel: &str) -> PathBuf {
@@ -256,18 +249,11 @@ fn sessions_are_listed_most_recent_first_and_filtered_by_age_and_repo() {
     mk("3", &b, Duration::from_secs(60));
     mk("4", &a, Duration::from_secs(30 * 3600));
     let list = |args: &[&str]| -> Vec<String> {
-        let out = w
-            .almanac()
-            .args(["capture", "sessions", "--json"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let v = json_ok(
+            w.almanac()
+                .args(["capture", "sessions", "--json"])
+                .args(args),
         );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["sessions"]
             .as_array()
             .unwrap()

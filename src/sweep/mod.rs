@@ -266,14 +266,6 @@ impl RepoState {
     }
 }
 
-/// Session ids of almanac's own agents, from the ledgers of every repo involved.
-fn internal_sessions(states: &BTreeMap<PathBuf, RepoState>) -> HashSet<String> {
-    states
-        .values()
-        .flat_map(|s| s.ledger.agent_sessions.iter().cloned())
-        .collect()
-}
-
 fn item(file: &FoundFile, ex: &Examined, reason: &str, detail: Option<String>) -> SkippedItem {
     SkippedItem {
         app: file.app.to_string(),
@@ -285,13 +277,42 @@ fn item(file: &FoundFile, ex: &Examined, reason: &str, detail: Option<String>) -
     }
 }
 
-/// The policy's facts for one transcript, given its ledger entry.
+/// What the policy needs of a transcript's ledger entry: a few numbers instead of the entry, so a sweep
+/// over 100k transcripts need not hold every ledger at once.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryView {
+    captured_bytes: u64,
+    same_file: bool,
+    pending: bool,
+    failed_attempts: u32,
+    /// The uncaptured part was already read at this very size and held no user turn.
+    no_turns_at_this_size: bool,
+}
+
+impl EntryView {
+    pub fn of(e: &LedgerEntry, file: &FoundFile) -> EntryView {
+        let same = same_file(e, file);
+        EntryView {
+            captured_bytes: e.last_captured_size,
+            same_file: same,
+            pending: e.status == EntryStatus::Pending,
+            failed_attempts: if e.status == EntryStatus::Failed {
+                e.attempts
+            } else {
+                0
+            },
+            no_turns_at_this_size: same && e.no_turns_through == Some(file.size),
+        }
+    }
+}
+
+/// The policy's facts for one transcript, given its ledger entry (as a view).
 pub fn facts<'a>(
     rule: &'a RuleSet,
     file: &FoundFile,
     ex: &'a Examined,
-    entry: Option<&LedgerEntry>,
-    internal: &HashSet<String>,
+    entry: Option<EntryView>,
+    internal: bool,
 ) -> Facts<'a> {
     Facts {
         app: &rule.id,
@@ -301,18 +322,13 @@ pub fn facts<'a>(
         excluded_by: ex.excluded.as_deref(),
         mtime: DateTime::<Utc>::from(file.mtime),
         size: file.size,
-        captured_bytes: entry.map(|e| e.last_captured_size).unwrap_or(0),
-        same_file: entry.is_none_or(|e| same_file(e, file)),
-        internal: ex.session_id.as_ref().is_some_and(|s| internal.contains(s)),
-        pending: entry.is_some_and(|e| e.status == EntryStatus::Pending),
-        failed_attempts: entry
-            .filter(|e| e.status == EntryStatus::Failed)
-            .map(|e| e.attempts)
-            .unwrap_or(0),
+        captured_bytes: entry.map(|e| e.captured_bytes).unwrap_or(0),
+        same_file: entry.is_none_or(|e| e.same_file),
+        internal,
+        pending: entry.is_some_and(|e| e.pending),
+        failed_attempts: entry.map(|e| e.failed_attempts).unwrap_or(0),
         // Already read at this size and found without a user turn: no need to read it again.
-        new_user_turns: entry
-            .filter(|e| e.no_turns_through == Some(file.size) && same_file(e, file))
-            .map(|_| 0),
+        new_user_turns: entry.filter(|e| e.no_turns_at_this_size).map(|_| 0),
     }
 }
 
@@ -329,24 +345,23 @@ pub fn explain_decision(
     settings: &Settings,
     now: DateTime<Utc>,
 ) -> (Decision, Vec<Step>) {
-    let mut states = BTreeMap::new();
-    if let Some(s) = ex
+    let state = ex
         .repo
         .as_ref()
-        .and_then(|r| RepoState::load(r, now, false).ok())
-    {
-        states.insert(s.repo.clone(), s);
-    }
-    let internal = internal_sessions(&states);
-    let entry = match (&ex.repo, &ex.session_id) {
-        (Some(r), Some(sid)) => states
-            .get(r)
-            .and_then(|s| s.ledger.entries.get(&key(&rule.id, sid))),
-        _ => None,
+        .and_then(|r| RepoState::load(r, now, false).ok());
+    let (view, internal) = match (&state, &ex.session_id) {
+        (Some(s), Some(sid)) => (
+            s.ledger
+                .entries
+                .get(&key(&rule.id, sid))
+                .map(|e| EntryView::of(e, file)),
+            s.ledger.agent_sessions.contains(sid),
+        ),
+        _ => (None, false),
     };
     policy::decide(
         &catalog.policy,
-        &facts(rule, file, ex, entry, &internal),
+        &facts(rule, file, ex, view, internal),
         settings,
     )
 }
@@ -362,10 +377,189 @@ fn ledger_item(repo: &Path, path: &Path, reason: &str, detail: String) -> Skippe
     }
 }
 
+/// One transcript's decision, made while its repo's ledger was loaded.
+struct Decided {
+    /// Another file holds the same session in this repo; that one is captured.
+    duplicate: bool,
+    view: Option<EntryView>,
+    decision: Decision,
+    detail: Option<String>,
+    /// The ledger entry, kept only for an eligible transcript (its new part is read against it).
+    entry: Option<Box<LedgerEntry>>,
+}
+
+fn decide_one(
+    catalog: &Catalog,
+    rule: &RuleSet,
+    file: &FoundFile,
+    ex: &Examined,
+    entry: Option<&LedgerEntry>,
+    internal: bool,
+    settings: &Settings,
+) -> Decided {
+    let view = entry.map(|e| EntryView::of(e, file));
+    let (decision, detail) = policy::decide_fast(
+        &catalog.policy,
+        &facts(rule, file, ex, view, internal),
+        settings,
+    );
+    Decided {
+        duplicate: false,
+        view,
+        entry: if decision == Decision::Eligible {
+            entry.map(|e| Box::new(e.clone()))
+        } else {
+            None
+        },
+        decision,
+        detail,
+    }
+}
+
+/// What one repo's pass leaves for the rest of the sweep.
+struct RepoPass {
+    repo: PathBuf,
+    guard: Option<FileLock>,
+    /// Why the ledger could not be locked, read or written (its transcripts are then not decided).
+    error: Option<(&'static str, String)>,
+    corrupt: Option<ledger::Corrupt>,
+    worker_alive: bool,
+    has_pending: bool,
+    agent_sessions: std::collections::BTreeSet<String>,
+    decided: Vec<(usize, Decided)>,
+}
+
+/// A repo whose ledger was read: what the act phase needs to know of it.
+struct RepoDone {
+    repo: PathBuf,
+    worker_alive: bool,
+    has_pending: bool,
+}
+
+/// Locks (live) and loads one repo's ledger, reconciles it with its run records (a live sweep saves the
+/// result at once), and decides each of the repo's transcripts. The ledger is dropped on return.
+fn repo_pass(
+    repo: &Path,
+    idxs: &[usize],
+    candidates: &[(FoundFile, Examined)],
+    catalog: &Catalog,
+    settings: &Settings,
+    now: DateTime<Utc>,
+    live: bool,
+) -> RepoPass {
+    let mut pass = RepoPass {
+        repo: repo.to_path_buf(),
+        guard: None,
+        error: None,
+        corrupt: None,
+        worker_alive: false,
+        has_pending: false,
+        agent_sessions: Default::default(),
+        decided: Vec::new(),
+    };
+    if live {
+        match crate::util::atomic::private_dir(&ledger::runs_dir(repo))
+            .and_then(|_| ledger::lock_repo(repo))
+        {
+            Ok(g) => pass.guard = Some(g),
+            Err(e) => {
+                pass.error = Some((
+                    "ledger-unwritable",
+                    format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
+                ));
+                return pass;
+            }
+        }
+    }
+    let mut state = match RepoState::load(repo, now, live) {
+        Ok(s) => s,
+        Err(e) => {
+            pass.error = Some(("ledger-unreadable", e.to_string()));
+            return pass;
+        }
+    };
+    let changed = state.reconcile(now);
+    pass.corrupt = state.corrupt.take();
+    if live {
+        for r in &changed {
+            let _ = crate::capture::run::write(&ledger::runs_dir(repo), r);
+        }
+        if state.changed() {
+            if let Err(e) = ledger::save(repo, &mut state.ledger, now) {
+                pass.error = Some(("ledger-unwritable", e.to_string()));
+                return pass;
+            }
+        }
+    }
+    pass.worker_alive = state.worker_alive;
+    pass.has_pending = state.has_pending();
+    let entries = &state.ledger.entries;
+
+    // Several files with one session id (a Codex rollout copied to archived_sessions/): the one the
+    // cursor was set on wins, else the most recently modified.
+    let keys: Vec<Option<String>> = idxs
+        .iter()
+        .map(|&i| {
+            let (file, ex) = &candidates[i];
+            ex.session_id.as_deref().map(|sid| key(&file.app, sid))
+        })
+        .collect();
+    let mut chosen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (&i, k) in idxs.iter().zip(&keys) {
+        let Some(k) = k else { continue };
+        let entry_path = entries.get(k).map(|e| e.path.as_str());
+        let on_cursor = |f: &FoundFile| entry_path == Some(f.path.to_str().unwrap_or(""));
+        let better =
+            |a: &FoundFile, b: &FoundFile| (on_cursor(a), a.mtime) > (on_cursor(b), b.mtime);
+        match chosen.get(k.as_str()) {
+            Some(&j) if !better(&candidates[i].0, &candidates[j].0) => {}
+            _ => {
+                chosen.insert(k, i);
+            }
+        }
+    }
+    pass.decided = idxs
+        .iter()
+        .zip(&keys)
+        .map(|(&i, k)| {
+            let (file, ex) = &candidates[i];
+            let rule = catalog.get(&file.app).expect("walked apps exist");
+            if let Some(k) = k {
+                if chosen.get(k.as_str()) != Some(&i) {
+                    return (
+                        i,
+                        Decided {
+                            duplicate: true,
+                            view: None,
+                            decision: Decision::Skip("duplicate-session"),
+                            detail: None,
+                            entry: None,
+                        },
+                    );
+                }
+            }
+            let entry = k.as_ref().and_then(|k| entries.get(k));
+            let internal = ex
+                .session_id
+                .as_ref()
+                .is_some_and(|s| state.ledger.agent_sessions.contains(s));
+            (
+                i,
+                decide_one(catalog, rule, file, ex, entry, internal, settings),
+            )
+        })
+        .collect();
+    drop(chosen);
+    pass.agent_sessions = std::mem::take(&mut state.ledger.agent_sessions);
+    pass
+}
+
 /// An eligible transcript whose new part was read, waiting for the budget.
 struct Plan {
     idx: usize,
     new_entry: bool,
+    /// The ledger entry as the sweep found it.
+    entry: Option<LedgerEntry>,
     r: Range,
     part: Option<crate::turns::PartSummary>,
 }
@@ -504,127 +698,106 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     drop(head_cache);
     trace.mark("heads and repo mapping");
 
-    // Ledgers of every repo involved, reconciled before any decision.
-    let mut states: BTreeMap<PathBuf, RepoState> = BTreeMap::new();
-    let mut guards = Vec::new();
-    let repos: std::collections::BTreeSet<PathBuf> = candidates
-        .iter()
-        .filter_map(|(_, ex)| ex.repo.clone())
+    // Repo by repo (two at a time): lock (live) and load the ledger, reconcile it, and decide each of the
+    // repo's transcripts from a small view of its entry. Only the entries of eligible transcripts are
+    // kept, so memory does not grow with the size of every ledger together.
+    let mut by_repo: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    for (i, (_, ex)) in candidates.iter().enumerate() {
+        if let Some(r) = &ex.repo {
+            by_repo.entry(r.as_path()).or_default().push(i);
+        }
+    }
+    let groups: Vec<(&Path, Vec<usize>)> = by_repo.into_iter().collect();
+    let passes = crate::util::par::map(&groups, |(repo, idxs)| {
+        repo_pass(repo, idxs, &candidates, catalog, &opts.settings, now, live)
+    });
+    drop(groups);
+    let mut passes = passes;
+    let internal: HashSet<String> = passes
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.agent_sessions))
         .collect();
-    // Lock (live) and load every repo's ledger, in parallel: for a sweep that finds nothing new, reading
-    // the ledgers is most of the work.
-    let repos: Vec<PathBuf> = repos.into_iter().collect();
-    let loaded = crate::util::par::map(
-        &repos,
-        |repo| -> Result<(Option<crate::util::lock::FileLock>, RepoState), (&'static str, String)> {
-            let guard = if live {
-                let g = crate::util::atomic::private_dir(&ledger::runs_dir(repo))
-                    .and_then(|_| ledger::lock_repo(repo))
-                    .map_err(|e| {
-                        (
-                            "ledger-unwritable",
-                            format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
-                        )
-                    })?;
-                Some(g)
-            } else {
-                None
-            };
-            let mut state = RepoState::load(repo, now, live)
-                .map_err(|e| ("ledger-unreadable", e.to_string()))?;
-            let changed = state.reconcile(now);
-            if live {
-                for r in &changed {
-                    let _ = crate::capture::run::write(&ledger::runs_dir(repo), r);
+    let mut decided: Vec<Option<Decided>> = (0..candidates.len()).map(|_| None).collect();
+    let mut repos: Vec<RepoDone> = Vec::with_capacity(passes.len());
+    let mut guards = Vec::new();
+    for pass in &passes {
+        let repo = &pass.repo;
+        if let Some(c) = &pass.corrupt {
+            let detail = format!(
+                "{} did not parse ({}); {} it and started a fresh ledger",
+                ledger::ledger_path(repo).display(),
+                c.error,
+                if live {
+                    "moved"
+                } else {
+                    "a live sweep would move"
                 }
-            }
-            Ok((guard, state))
-        },
-    );
-    for (repo, result) in repos.into_iter().zip(loaded) {
-        match result {
-            Ok((guard, state)) => {
-                guards.extend(guard);
-                if let Some(c) = &state.corrupt {
-                    let detail = format!(
-                        "{} did not parse ({}); {} it and started a fresh ledger",
-                        ledger::ledger_path(&repo).display(),
-                        c.error,
-                        if live {
-                            "moved"
-                        } else {
-                            "a live sweep would move"
-                        }
-                    );
-                    summary.attention(ledger_item(&repo, &c.moved_to, "ledger-corrupt", detail));
-                }
-                states.insert(repo, state);
-            }
-            Err((code, detail)) => summary.attention(ledger_item(
-                &repo,
-                &ledger::ledger_path(&repo),
+            );
+            summary.attention(ledger_item(repo, &c.moved_to, "ledger-corrupt", detail));
+        }
+        if let Some((code, detail)) = &pass.error {
+            summary.attention(ledger_item(
+                repo,
+                &ledger::ledger_path(repo),
                 code,
-                detail,
-            )),
+                detail.clone(),
+            ));
         }
     }
-    let internal = internal_sessions(&states);
-    trace.mark("ledgers");
-
-    // Several files with one session id in one repo (a Codex rollout copied to archived_sessions/): the
-    // one the cursor was set on wins, else the most recently modified.
-    // Keyed by (repo, ledger key) with borrowed repo paths: no allocation per transcript but the key.
-    let mut chosen: std::collections::HashMap<(&Path, String), usize> =
-        std::collections::HashMap::new();
-    let mut keys: Vec<Option<String>> = Vec::with_capacity(candidates.len());
-    for (i, (file, ex)) in candidates.iter().enumerate() {
-        let (Some(repo), Some(sid)) = (&ex.repo, &ex.session_id) else {
-            keys.push(None);
-            continue;
-        };
-        let k = key(&file.app, sid);
-        keys.push(Some(k.clone()));
-        let entry_path = states
-            .get(repo)
-            .and_then(|s| s.ledger.entries.get(&k))
-            .map(|e| e.path.as_str());
-        let better = |a: &FoundFile, b: &FoundFile| {
-            let on_cursor = |f: &FoundFile| entry_path == Some(f.path.to_str().unwrap_or(""));
-            (on_cursor(a), a.mtime) > (on_cursor(b), b.mtime)
-        };
-        match chosen.get(&(repo.as_path(), k.clone())) {
-            Some(&j) if !better(file, &candidates[j].0) => {}
-            _ => {
-                chosen.insert((repo.as_path(), k), i);
-            }
+    for pass in passes {
+        guards.extend(pass.guard);
+        for (i, d) in pass.decided {
+            decided[i] = Some(d);
+        }
+        if pass.error.is_none() {
+            repos.push(RepoDone {
+                repo: pass.repo,
+                worker_alive: pass.worker_alive,
+                has_pending: pass.has_pending,
+            });
         }
     }
+    trace.mark("ledgers and decisions");
 
-    // Decide what the facts alone decide; collect the transcripts whose new part must be read.
+    // Report the decisions in order; collect the transcripts whose new part must be read.
     let mut work = Vec::new();
     for (i, (file, ex)) in candidates.iter().enumerate() {
         let rule = catalog.get(&file.app).expect("walked apps exist");
-        let mut entry = None;
-        if let (Some(repo), Some(k)) = (&ex.repo, &keys[i]) {
-            if chosen.get(&(repo.as_path(), k.clone())) != Some(&i) {
-                summary.skip(item(
-                    file,
-                    ex,
-                    "duplicate-session",
-                    Some("another file holds the same session; that one is captured".into()),
-                ));
-                continue;
-            }
-            let Some(state) = states.get(repo) else {
-                continue; // the repo's ledger could not be read or locked; reported above
-            };
-            entry = state.ledger.entries.get(k);
+        let d = match &ex.repo {
+            Some(_) => match decided[i].take() {
+                Some(d) => d,
+                None => continue, // the repo's ledger could not be read or locked; reported above
+            },
+            None => decide_one(catalog, rule, file, ex, None, false, &opts.settings),
+        };
+        let Decided {
+            duplicate,
+            view,
+            mut decision,
+            mut detail,
+            entry,
+        } = d;
+        if duplicate {
+            summary.skip(item(
+                file,
+                ex,
+                "duplicate-session",
+                Some("another file holds the same session; that one is captured".into()),
+            ));
+            continue;
         }
-        let (decision, detail) = policy::decide_fast(
-            &catalog.policy,
-            &facts(rule, file, ex, entry, &internal),
-            &opts.settings,
-        );
+        // An agent session recorded in another repo's ledger is ours too.
+        if ex
+            .session_id
+            .as_deref()
+            .is_some_and(|s| internal.contains(s))
+        {
+            (decision, detail) = policy::decide_fast(
+                &catalog.policy,
+                &facts(rule, file, ex, view, true),
+                &opts.settings,
+            );
+        }
         match decision {
             Decision::Skip(code) => {
                 if catalog
@@ -640,14 +813,14 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Decision::Eligible => work.push(Work {
                 idx: i,
-                entry: entry.cloned(),
+                entry: entry.map(|e| *e),
             }),
         }
     }
-    drop(chosen);
+    drop(decided);
+    drop(internal);
 
     // Read the new parts, in parallel: prefix check, complete lines, turns.
-    trace.mark("decisions");
     let results: Vec<WorkResult> = crate::util::par::map(&work, |w| {
         let (file, _) = &candidates[w.idx];
         let rule = catalog.get(&file.app).expect("walked apps exist");
@@ -681,24 +854,25 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     trace.mark("new parts read");
     let mut started_by_repo: BTreeMap<PathBuf, Vec<StartedItem>> = BTreeMap::new();
     let mut plans: Vec<Plan> = Vec::new();
-    for (w, res) in work.iter().zip(results) {
+    // The entries this sweep changes, by repo: applied to each ledger, one at a time, at the end.
+    let mut updates: BTreeMap<PathBuf, BTreeMap<String, LedgerEntry>> = BTreeMap::new();
+    for (w, res) in work.into_iter().zip(results) {
         let (file, ex) = &candidates[w.idx];
         let rule = catalog.get(&file.app).expect("walked apps exist");
         summary.stats.bytes_read += res.bytes_read;
         let (Some(repo), Some(sid)) = (ex.repo.clone(), ex.session_id.as_deref()) else {
             continue; // the policy always skips these (no-almanac-repo and no-session-id cannot be disabled)
         };
-        let state = states.get_mut(&repo).expect("checked above");
-        state.dirty = true;
         let k = key(&file.app, sid);
-        let path_text = file.path.display().to_string();
+        let repo_updates = updates.entry(repo).or_default();
         let r = match res.outcome {
             Err(e) => {
                 summary.attention(item(file, ex, "read-failed", Some(e)));
                 continue;
             }
             Ok(RangeOutcome::PrefixMismatch(detail)) => {
-                if let Some(e) = state.ledger.entries.get_mut(&k) {
+                if w.entry.is_some() {
+                    let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
                     e.status = EntryStatus::NeedsAttention;
                     e.attention = Some("prefix-mismatch".into());
                     e.last_error = Some(detail.clone());
@@ -708,11 +882,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::Unchanged { baseline }) => {
                 // Remember where the file stands so the next sweep need not read it again.
-                let e = state
-                    .ledger
-                    .entries
-                    .entry(k.clone())
-                    .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
+                let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
                 if let Some(b) = baseline {
                     e.last_captured_size = b.bytes;
                     e.last_captured_line = b.lines;
@@ -739,16 +909,13 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         };
         // Now that the new part is known, ask the policy again (no-new-turns).
         if let Some(p) = &part {
-            let mut f = facts(rule, file, ex, w.entry.as_ref(), &internal);
+            let view = w.entry.as_ref().map(|e| EntryView::of(e, file));
+            let mut f = facts(rule, file, ex, view, false);
             f.new_user_turns = Some(p.user_turns);
             let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
             if let Decision::Skip(code) = decision {
                 if live && code == "no-new-turns" {
-                    let e = state
-                        .ledger
-                        .entries
-                        .entry(k.clone())
-                        .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
+                    let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
                     if w.entry.is_none() {
                         e.last_captured_size = r.from_byte;
                         e.last_captured_line = r.from_line_before;
@@ -765,6 +932,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         plans.push(Plan {
             idx: w.idx,
             new_entry: w.entry.is_none(),
+            entry: w.entry,
             r,
             part,
         });
@@ -870,13 +1038,14 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 eprintln!("almanac: cannot write the circuit breaker state: {e}");
             }
         }
-        let state = states.get_mut(&repo).expect("checked above");
         let k = key(&file.app, sid);
-        let e = state
-            .ledger
-            .entries
-            .entry(k.clone())
-            .or_insert_with(|| LedgerEntry::fresh(&file.app, sid, &path_text));
+        let e = to_update(
+            updates.entry(repo.clone()).or_default(),
+            &k,
+            plan.entry.as_ref(),
+            file,
+            sid,
+        );
         if plan.new_entry {
             // A first capture starts at the capture_since baseline (or line 1).
             e.last_captured_size = r.from_byte;
@@ -951,23 +1120,40 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     }
 
     if live {
-        for (repo, state) in &mut states {
+        for done in &repos {
+            let repo = &done.repo;
             let mut new_runs = started_by_repo.remove(repo).unwrap_or_default();
-            // The ledger first: a worker only runs what the ledger waits for.
-            if state.changed() {
-                if let Err(err) = ledger::save(repo, &mut state.ledger, now) {
-                    summary.attention(ledger_item(
-                        repo,
-                        &ledger::ledger_path(repo),
-                        "ledger-unwritable",
-                        err.to_string(),
-                    ));
-                    continue;
+            let repo_updates = updates.remove(repo);
+            // The ledger first: a worker only runs what the ledger waits for. It is read again (this
+            // sweep holds the repo lock, so it is as the repo's pass left it) and dropped when done.
+            let mut loaded = None;
+            if let Some(u) = repo_updates {
+                let saved = RepoState::load(repo, now, true).and_then(|mut state| {
+                    state.ledger.entries.extend(u);
+                    ledger::save(repo, &mut state.ledger, now)?;
+                    Ok(state)
+                });
+                match saved {
+                    Ok(state) => loaded = Some(state),
+                    Err(err) => {
+                        summary.attention(ledger_item(
+                            repo,
+                            &ledger::ledger_path(repo),
+                            "ledger-unwritable",
+                            err.to_string(),
+                        ));
+                        continue;
+                    }
                 }
             }
-            if !state.worker_alive && state.has_pending() {
+            let has_pending = done.has_pending || loaded.as_ref().is_some_and(|s| s.has_pending());
+            if !done.worker_alive && has_pending {
                 if let Err(err) = capture::spawn_worker(repo) {
                     let msg = format!("cannot start the background worker: {err}");
+                    let mut state = match loaded.take() {
+                        Some(s) => Ok(s),
+                        None => RepoState::load(repo, now, true),
+                    };
                     for s in new_runs.drain(..) {
                         if let Some(mut r) =
                             crate::capture::run::read(&ledger::runs_dir(repo), &s.run_id)
@@ -977,8 +1163,12 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                             r.finished_at = Some(policy::iso(now));
                             let _ = crate::capture::run::write(&ledger::runs_dir(repo), &r);
                         }
-                        if let Some(e) = state.ledger.entries.get_mut(&key(&s.app, &s.session_id)) {
-                            e.fail(&s.run_id, &msg);
+                        if let Ok(state) = &mut state {
+                            if let Some(e) =
+                                state.ledger.entries.get_mut(&key(&s.app, &s.session_id))
+                            {
+                                e.fail(&s.run_id, &msg);
+                            }
                         }
                         summary.eligible -= 1;
                         summary.attention(SkippedItem {
@@ -990,9 +1180,12 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                             detail: Some(msg.clone()),
                         });
                     }
-                    let _ = ledger::save(repo, &mut state.ledger, now);
+                    if let Ok(state) = &mut state {
+                        let _ = ledger::save(repo, &mut state.ledger, now);
+                    }
                 }
             }
+            drop(loaded);
             summary.started.extend(new_runs);
         }
         let entries = candidates
@@ -1050,6 +1243,21 @@ fn new_part_turns(
         .map_err(|e| e.to_string())?;
     *bytes_read += t.bytes_read;
     Ok(Some(crate::turns::summarize(&t)))
+}
+
+/// The entry this sweep changes for a transcript: the one it found (or a fresh one), copied once.
+fn to_update<'m>(
+    updates: &'m mut BTreeMap<String, LedgerEntry>,
+    k: &str,
+    found: Option<&LedgerEntry>,
+    file: &FoundFile,
+    sid: &str,
+) -> &'m mut LedgerEntry {
+    updates.entry(k.to_string()).or_insert_with(|| {
+        found
+            .cloned()
+            .unwrap_or_else(|| LedgerEntry::fresh(&file.app, sid, &file.path.display().to_string()))
+    })
 }
 
 /// The entry now describes this file: path and identity follow a moved or verified transcript.

@@ -559,9 +559,10 @@ struct Plan {
     idx: usize,
     new_entry: bool,
     /// The ledger entry as the sweep found it.
-    entry: Option<LedgerEntry>,
+    entry: Option<Box<LedgerEntry>>,
     r: Range,
-    part: Option<crate::turns::PartSummary>,
+    /// The rule set has turn rules: the part's turns are summarised for the runs this sweep starts.
+    has_turns: bool,
 }
 
 /// One run's share of a new part: it ends on a newline.
@@ -607,12 +608,15 @@ pub fn est_tokens(bytes: u64) -> u64 {
 /// What the parallel phase computes for one eligible transcript.
 struct Work {
     idx: usize,
-    entry: Option<LedgerEntry>,
+    /// Boxed: thousands of eligible transcripts (a first sweep) mostly have no entry.
+    entry: Option<Box<LedgerEntry>>,
 }
 
 struct WorkResult {
     outcome: Result<RangeOutcome, String>,
-    part: Result<Option<crate::turns::PartSummary>, String>,
+    /// Whether the new part holds a user turn (None without turn rules); the summary itself waits for
+    /// the budget, so thousands of eligible transcripts hold no prompt text.
+    part: Result<Option<u64>, String>,
     bytes_read: u64,
 }
 
@@ -811,10 +815,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                     summary.skip(item(file, ex, code, detail));
                 }
             }
-            Decision::Eligible => work.push(Work {
-                idx: i,
-                entry: entry.map(|e| *e),
-            }),
+            Decision::Eligible => work.push(Work { idx: i, entry }),
         }
     }
     drop(decided);
@@ -830,7 +831,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         let outcome = decide_range(
             rule,
             file,
-            w.entry.as_ref(),
+            w.entry.as_deref(),
             &opts.settings,
             hash,
             Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
@@ -840,6 +841,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             // Only whether the part holds a prompt; the full count waits for the budget.
             Ok(RangeOutcome::Capture(r)) => {
                 new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
+                    .map(|p| p.map(|p| p.user_turns))
             }
             _ => Ok(None),
         };
@@ -872,7 +874,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::PrefixMismatch(detail)) => {
                 if w.entry.is_some() {
-                    let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
+                    let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
                     e.status = EntryStatus::NeedsAttention;
                     e.attention = Some("prefix-mismatch".into());
                     e.last_error = Some(detail.clone());
@@ -882,7 +884,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::Unchanged { baseline }) => {
                 // Remember where the file stands so the next sweep need not read it again.
-                let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
+                let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
                 if let Some(b) = baseline {
                     e.last_captured_size = b.bytes;
                     e.last_captured_line = b.lines;
@@ -908,14 +910,14 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
         };
         // Now that the new part is known, ask the policy again (no-new-turns).
-        if let Some(p) = &part {
-            let view = w.entry.as_ref().map(|e| EntryView::of(e, file));
+        if let Some(user_turns) = part {
+            let view = w.entry.as_deref().map(|e| EntryView::of(e, file));
             let mut f = facts(rule, file, ex, view, false);
-            f.new_user_turns = Some(p.user_turns);
+            f.new_user_turns = Some(user_turns);
             let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
             if let Decision::Skip(code) = decision {
                 if live && code == "no-new-turns" {
-                    let e = to_update(repo_updates, &k, w.entry.as_ref(), file, sid);
+                    let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
                     if w.entry.is_none() {
                         e.last_captured_size = r.from_byte;
                         e.last_captured_line = r.from_line_before;
@@ -934,7 +936,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             new_entry: w.entry.is_none(),
             entry: w.entry,
             r,
-            part,
+            has_turns: part.is_some(),
         });
     }
 
@@ -990,8 +992,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
         // Full turn counts only for what this sweep starts (reading a huge part's turns costs).
-        let part = match &plan.part {
-            Some(_) => new_part_turns(
+        let part = match plan.has_turns {
+            true => new_part_turns(
                 rule,
                 file,
                 r,
@@ -1001,7 +1003,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             )
             .ok()
             .flatten(),
-            None => None,
+            false => None,
         };
         let new_turns = part.as_ref().map(|p| p.user_turns);
         summary.totals.new_bytes += chunks[..take].iter().map(|c| c.to - c.from).sum::<u64>();
@@ -1042,7 +1044,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         let e = to_update(
             updates.entry(repo.clone()).or_default(),
             &k,
-            plan.entry.as_ref(),
+            plan.entry.as_deref(),
             file,
             sid,
         );

@@ -25,10 +25,73 @@ fn note(msg: &str) {
     eprintln!("{} worker {}: {msg}", now_iso(), std::process::id());
 }
 
+/// The repo's ledger as this worker last read or wrote it. A worker draining many runs would otherwise
+/// parse and rewrite the whole ledger twice per run. The file is read again only when another process
+/// (a sweep, `capture reset`, an agent session being recorded) wrote it since, and is then reconciled
+/// with the run records, so nothing this worker finished is lost. Saving is deferred (at most
+/// `SAVE_EVERY` apart, and always before the worker lets go of the queue): the run record is written
+/// first and is what counts; a sweep reconciles any entry the worker did not get to save.
+struct Held {
+    /// The file's bytes when this worker last read or wrote it.
+    bytes: Option<Vec<u8>>,
+    ledger: ledger::Ledger,
+    dirty: bool,
+    saved_at: Instant,
+}
+
+const SAVE_EVERY: Duration = Duration::from_secs(2);
+
+impl Held {
+    fn new() -> Held {
+        Held {
+            bytes: None,
+            ledger: ledger::Ledger::default(),
+            dirty: false,
+            saved_at: Instant::now(),
+        }
+    }
+
+    /// The current ledger; the caller holds the repo lock.
+    fn current(&mut self, repo: &Path) -> std::io::Result<&mut ledger::Ledger> {
+        let on_disk = match std::fs::read(ledger::ledger_path(repo)) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if on_disk.is_none() || on_disk != self.bytes {
+            let now = chrono::Utc::now();
+            let mut state = crate::sweep::RepoState::load(repo, now, true)?;
+            for r in state.reconcile(now) {
+                let _ = run::write(&runs_dir(repo), &r);
+            }
+            self.dirty = state.changed();
+            self.ledger = state.ledger;
+            self.bytes = on_disk;
+        }
+        Ok(&mut self.ledger)
+    }
+
+    /// Saves when changed and `force` or due; the caller holds the repo lock.
+    fn save(&mut self, repo: &Path, force: bool) {
+        if !self.dirty || !(force || self.saved_at.elapsed() >= SAVE_EVERY) {
+            return;
+        }
+        match ledger::save_bytes(repo, &mut self.ledger, chrono::Utc::now()) {
+            Ok(bytes) => {
+                self.bytes = Some(bytes);
+                self.dirty = false;
+                self.saved_at = Instant::now();
+            }
+            Err(e) => note(&format!("cannot save the ledger: {e}")),
+        }
+    }
+}
+
 /// Runs until no queued run is left. Returns the process exit code.
 pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
     let lock_path = worker_lock_path(repo);
     let mut known = HashMap::new();
+    let mut held = Held::new();
     loop {
         // A sweep may hold the lock for an instant while checking whether a worker is alive.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -52,34 +115,44 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             }
         };
         let Some(lock) = lock else { return 0 };
-        while let Some(record) = pick_next(repo, &mut known) {
-            execute(cx, repo, record);
+        while let Some(record) = pick_next(repo, &mut known, &mut held) {
+            execute(cx, repo, record, &mut held);
+        }
+        if held.dirty {
+            if let Ok(_guard) = ledger::lock_repo(repo) {
+                if held.current(repo).is_ok() {
+                    held.save(repo, true);
+                }
+            }
         }
         drop(lock);
         // A sweep may have queued a run between our last look and the unlock; it saw our lock held and
         // started no worker, so look once more.
-        if queued(repo, &mut known).is_empty() {
+        if queued_ids(repo, &mut known).is_empty() {
             return 0;
         }
     }
 }
 
-/// Queued run records, oldest first. Each record is read once per worker: `known` remembers the status
-/// of every record seen (only this worker moves a queued record on), so working through many runs does
-/// not re-read them all each time.
-fn queued(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Vec<RunRecord> {
+/// Ids of the runs last seen queued, oldest first. Each record is read once per worker when first
+/// listed: `known` remembers the status of every record seen, and the record is read again only when
+/// it is about to run (a sweep may have cancelled it), so draining many runs stays linear.
+fn queued_ids(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Vec<String> {
     let runs = runs_dir(repo);
     let mut out = Vec::new();
     for id in run::list_ids(&runs) {
-        match known.get(&id) {
-            Some(RunStatus::Queued) | None => {}
-            Some(_) => continue,
-        }
-        if let Some(r) = run::read(&runs, &id) {
-            known.insert(id, r.status);
-            if r.status == RunStatus::Queued {
-                out.push(r);
-            }
+        let status = match known.get(&id) {
+            Some(s) => *s,
+            None => match run::read(&runs, &id) {
+                Some(r) => {
+                    known.insert(id.clone(), r.status);
+                    r.status
+                }
+                None => continue,
+            },
+        };
+        if status == RunStatus::Queued {
+            out.push(id);
         }
     }
     out
@@ -87,7 +160,11 @@ fn queued(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Vec<RunRecord>
 
 /// Under the repo lock: the oldest queued run that the ledger is waiting for, marked running. A queued
 /// run no ledger entry waits for (a sweep died between writing it and the ledger) is marked failed.
-fn pick_next(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Option<RunRecord> {
+fn pick_next(
+    repo: &Path,
+    known: &mut HashMap<String, RunStatus>,
+    held: &mut Held,
+) -> Option<RunRecord> {
     let runs = runs_dir(repo);
     let _guard = match ledger::lock_repo(repo) {
         Ok(g) => g,
@@ -96,10 +173,23 @@ fn pick_next(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Option<RunR
             return None;
         }
     };
-    let loaded = ledger::load(repo, chrono::Utc::now(), false).ok()?;
-    for mut r in queued(repo, known) {
-        let waited_for = loaded
-            .ledger
+    let ledger = match held.current(repo) {
+        Ok(l) => l,
+        Err(e) => {
+            note(&format!("cannot read the ledger: {e}"));
+            return None;
+        }
+    };
+    for id in queued_ids(repo, known) {
+        let Some(mut r) = run::read(&runs, &id) else {
+            known.remove(&id);
+            continue;
+        };
+        known.insert(id, r.status);
+        if r.status != RunStatus::Queued {
+            continue;
+        }
+        let waited_for = ledger
             .entries
             .get(&key(&r.app, &r.session_id))
             .is_some_and(|e| e.pending_run_id.as_deref() == Some(r.run_id.as_str()));
@@ -125,10 +215,11 @@ fn pick_next(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Option<RunR
     None
 }
 
-fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
+fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     if let Some(b) = super::breaker::tripped(&cx.almanac_home, record.sweep_id.as_deref()) {
         cancel_by_breaker(
             repo,
+            held,
             record,
             b.reason.as_deref().unwrap_or("too many failures in a row"),
         );
@@ -200,7 +291,7 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord) {
     };
     let failed = outcome.is_err();
     let sweep_id = record.sweep_id.clone();
-    finish(repo, record, outcome);
+    finish(repo, held, record, outcome);
     super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
 }
 
@@ -220,7 +311,7 @@ fn redact_prompt(argv: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
 
 /// Records the outcome: run record first, then (same lock) the ledger entry. The cursor moves only when
 /// the agent exited 0.
-fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
+fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(), String>) {
     let runs = runs_dir(repo);
     let _guard = ledger::lock_repo(repo).ok();
     let now = chrono::Utc::now();
@@ -236,7 +327,7 @@ fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
         note(&format!("cannot write run record {}: {e}", record.run_id));
     }
     crate::util::fault::point("before-cursor-commit");
-    let cancelled = update_entry(repo, &record, now, |entry| match &outcome {
+    let cancelled = update_entry(repo, held, &record, |entry| match &outcome {
         Ok(()) => {
             entry.complete(&record.run_id, &crate::policy::iso(now));
             Vec::new()
@@ -255,19 +346,22 @@ fn finish(repo: &Path, mut record: RunRecord, outcome: Result<(), String>) {
     ));
 }
 
-/// Applies `f` to the ledger entry waiting for `record` (if it still is) and saves the ledger; the caller
-/// holds the repo lock. Returns what `f` returns: run ids that must not run now.
+/// Applies `f` to the ledger entry waiting for `record` (if it still is); the ledger is saved when due.
+/// The caller holds the repo lock. Returns what `f` returns: run ids that must not run now.
 fn update_entry(
     repo: &Path,
+    held: &mut Held,
     record: &RunRecord,
-    now: chrono::DateTime<chrono::Utc>,
     f: impl FnOnce(&mut ledger::LedgerEntry) -> Vec<String>,
 ) -> Vec<String> {
-    let Ok(mut loaded) = ledger::load(repo, now, true) else {
-        return Vec::new();
+    let ledger = match held.current(repo) {
+        Ok(l) => l,
+        Err(e) => {
+            note(&format!("cannot read the ledger: {e}"));
+            return Vec::new();
+        }
     };
-    let Some(entry) = loaded
-        .ledger
+    let Some(entry) = ledger
         .entries
         .get_mut(&key(&record.app, &record.session_id))
     else {
@@ -277,9 +371,8 @@ fn update_entry(
         return Vec::new();
     }
     let out = f(entry);
-    if let Err(e) = ledger::save(repo, &mut loaded.ledger, now) {
-        note(&format!("cannot save the ledger: {e}"));
-    }
+    held.dirty = true;
+    held.save(repo, false);
     out
 }
 
@@ -299,7 +392,7 @@ fn cancel_runs(runs: &Path, ids: &[String], why: &str) {
 
 /// The circuit breaker tripped for this run's sweep: cancel it (and its entry's later chunks) without
 /// running, spending no attempt.
-fn cancel_by_breaker(repo: &Path, mut record: RunRecord, reason: &str) {
+fn cancel_by_breaker(repo: &Path, held: &mut Held, mut record: RunRecord, reason: &str) {
     let runs = runs_dir(repo);
     let _guard = ledger::lock_repo(repo).ok();
     let now = chrono::Utc::now();
@@ -308,7 +401,7 @@ fn cancel_by_breaker(repo: &Path, mut record: RunRecord, reason: &str) {
     record.error = Some(why.clone());
     record.finished_at = Some(crate::policy::iso(now));
     let _ = run::write(&runs, &record);
-    let rest = update_entry(repo, &record, now, |entry| {
+    let rest = update_entry(repo, held, &record, |entry| {
         entry.cancel(&record.run_id, &why)
     });
     cancel_runs(&runs, &rest, &why);

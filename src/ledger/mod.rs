@@ -5,7 +5,6 @@
 
 pub mod cursor;
 
-use crate::util::atomic::write_json_atomic;
 use crate::util::lock::FileLock;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -267,10 +266,21 @@ pub fn save(
     ledger: &mut Ledger,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::io::Result<()> {
+    save_bytes(repo, ledger, now).map(drop)
+}
+
+/// As `save`, returning the bytes written.
+pub fn save_bytes(
+    repo: &Path,
+    ledger: &mut Ledger,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::io::Result<Vec<u8>> {
     ledger.updated_at = crate::policy::iso(now);
-    write_json_atomic(&ledger_path(repo), ledger)?;
+    let mut text = serde_json::to_vec_pretty(ledger).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    crate::util::atomic::write_atomic(&ledger_path(repo), &text)?;
     crate::util::fault::point("ledger-saved");
-    Ok(())
+    Ok(text)
 }
 
 /// Records an agent session id as ours, under the repo lock (the worker calls this before the agent can

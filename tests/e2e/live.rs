@@ -811,3 +811,47 @@ fn a_repo_prompt_overrides_the_built_in_instructions() {
         "the continuation still follows"
     );
 }
+
+#[test]
+fn a_worker_draining_many_runs_leaves_every_cursor_at_the_end_of_what_it_captured() {
+    // The worker keeps the ledger in memory between runs and saves it when due and before it leaves;
+    // with an agent that records no session id, no other process writes the ledger while it drains.
+    let l = live_world(3);
+    let config = l.w.almanac_home().join("config.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("\"{session_id}\", ", "\"no-session\", ");
+    std::fs::write(&config, text).unwrap();
+    let n = 40;
+    let mut sizes = std::collections::BTreeMap::new();
+    for i in 0..n {
+        let sid = format!("5e551011-aaaa-4bbb-8ccc-{i:012}");
+        let p =
+            l.w.home()
+                .join(format!(".claude/projects/-work-app/{sid}.jsonl"));
+        let body: String = (0..3)
+            .map(|j| claude_line(&sid, &l.repo, &format!("turn {j}")))
+            .collect();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        write_aged(&p, body.as_bytes(), HOURS_2);
+        sizes.insert(format!("claude:{sid}"), body.len() as u64);
+    }
+    let s = l.sweep_args(&["--max-runs", "1000"]);
+    assert_eq!(items(&s, "started").len(), n);
+    l.wait_idle();
+    let runs = l.runs();
+    assert_eq!(runs.len(), n);
+    assert!(runs.iter().all(|r| r["status"] == "done"), "{runs:?}");
+    let ledger = l.ledger();
+    for (k, size) in &sizes {
+        let e = &ledger["entries"][k];
+        assert_eq!(e["status"], "done", "{k}: {e}");
+        assert_eq!(e["lastCapturedSize"], *size, "{k}: {e}");
+        assert_eq!(e["lastCapturedLine"], 3, "{k}: {e}");
+    }
+    assert_eq!(l.calls().len(), n);
+    // Nothing is captured twice.
+    let again = l.sweep_args(&[]);
+    assert_eq!(again["counts"]["unchanged"], n);
+    assert!(items(&again, "started").is_empty());
+}

@@ -205,6 +205,15 @@ impl Cache {
         });
     }
 
+    /// How many files it remembers.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
     }

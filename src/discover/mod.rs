@@ -147,52 +147,181 @@ fn walk_root(
     out: &mut Vec<FoundFile>,
 ) {
     let app: std::sync::Arc<str> = std::sync::Arc::from(rule.id.as_str());
-    use std::os::unix::fs::MetadataExt;
-    // walkdir detects symlink loops when following links and reports them as errors, which we count.
-    let walker = walkdir::WalkDir::new(root)
-        .follow_links(store.follow_symlinks)
-        .sort_by_file_name();
-    for entry in walker {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(_) => {
-                stats.unreadable += 1;
-                continue;
-            }
-        };
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let rel = rel.to_string_lossy().replace('\\', "/");
-        if !store.include.is_match(&rel) || store.exclude.is_match(&rel) {
-            continue;
-        }
-        stats.files_visited += 1;
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            Err(_) => {
-                stats.unreadable += 1;
-                continue;
-            }
-        };
-        if !seen.insert((meta.dev(), meta.ino())) {
+    let mut walked = WalkStats::default();
+    let found = walk_parallel(store, root, &mut walked).unwrap_or_else(|| {
+        walked = WalkStats::default();
+        walk_sequential(store, root, &mut walked)
+    });
+    stats.files_visited += walked.files_visited;
+    stats.unreadable += walked.unreadable;
+    for f in found {
+        if !seen.insert(f.file_id) {
             stats.duplicates += 1;
             continue;
         }
-        let path = entry.path().to_path_buf();
-        let rel_offset = path.to_string_lossy().len() - rel.len();
         out.push(FoundFile {
             app: app.clone(),
-            path,
-            rel_offset,
-            size: meta.len(),
-            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            file_id: (meta.dev(), meta.ino()),
+            path: f.path,
+            rel_offset: f.rel_offset,
+            size: f.size,
+            mtime: f.mtime,
+            file_id: f.file_id,
         });
     }
+}
+
+/// A matching regular file, before duplicates (the same file reached twice) are dropped.
+struct Seen {
+    path: PathBuf,
+    rel_offset: usize,
+    size: u64,
+    mtime: SystemTime,
+    file_id: (u64, u64),
+}
+
+fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
+    // walkdir detects symlink loops when following links and reports them as errors, which we count.
+    walkdir::WalkDir::new(dir)
+        .follow_links(store.follow_symlinks)
+        .sort_by_file_name()
+}
+
+/// The whole store root in one walk: the reference the parallel walk must equal.
+fn walk_sequential(store: &Store, root: &Path, stats: &mut WalkStats) -> Vec<Seen> {
+    let mut out = Vec::new();
+    for entry in walker(store, root) {
+        consider(store, root, entry, stats, &mut out);
+    }
+    out
+}
+
+/// The same walk on every core: the top levels are walked here, in order, down to a depth that leaves
+/// enough directories to share out; those subtrees are walked in parallel and the results put back in
+/// the walk's order, so the outcome is exactly the sequential walk's. A symlink to a directory (which
+/// only the sequential walk can check for loops against every ancestor) makes it give up: None.
+fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Vec<Seen>> {
+    enum Part {
+        Files(Vec<Seen>),
+        Subtree(PathBuf),
+    }
+    if crate::util::par::threads() < 2 {
+        return None; // one core: nothing to share
+    }
+    let want = 4 * crate::util::par::threads();
+    let mut depth = 1;
+    let (parts, top_stats) = loop {
+        let mut parts: Vec<Part> = Vec::new();
+        let mut top = WalkStats::default();
+        let mut subtrees = 0;
+        for entry in walker(store, root).max_depth(depth) {
+            if entry.as_ref().is_err_and(|e| e.loop_ancestor().is_some()) {
+                return None;
+            }
+            if let Ok(e) = &entry {
+                // The root itself may be a link (a dotfiles checkout): its subtrees still are checked.
+                if e.depth() > 0 && e.path_is_symlink() && e.file_type().is_dir() {
+                    return None;
+                }
+                if e.depth() == depth && e.file_type().is_dir() {
+                    parts.push(Part::Subtree(e.path().to_path_buf()));
+                    subtrees += 1;
+                    continue;
+                }
+            }
+            let mut one = Vec::new();
+            consider(store, root, entry, &mut top, &mut one);
+            match parts.last_mut() {
+                Some(Part::Files(v)) => v.append(&mut one),
+                _ if one.is_empty() => {}
+                _ => parts.push(Part::Files(one)),
+            }
+        }
+        if subtrees >= want || subtrees == 0 || depth >= 4 {
+            break (parts, top);
+        }
+        depth += 1;
+    };
+    let dirs: Vec<&Path> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Subtree(d) => Some(d.as_path()),
+            Part::Files(_) => None,
+        })
+        .collect();
+    let walked = crate::util::par::map(&dirs, |dir| {
+        let mut st = WalkStats::default();
+        let mut out = Vec::new();
+        for entry in walker(store, dir).min_depth(1) {
+            match &entry {
+                Ok(e) if e.path_is_symlink() && e.file_type().is_dir() => return None,
+                Err(e) if e.loop_ancestor().is_some() => return None,
+                _ => {}
+            }
+            consider(store, root, entry, &mut st, &mut out);
+        }
+        Some((out, st))
+    });
+    stats.files_visited += top_stats.files_visited;
+    stats.unreadable += top_stats.unreadable;
+    let mut walked = walked.into_iter();
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            Part::Files(mut v) => out.append(&mut v),
+            Part::Subtree(_) => {
+                let (mut v, st) = walked.next().flatten()?;
+                stats.files_visited += st.files_visited;
+                stats.unreadable += st.unreadable;
+                out.append(&mut v);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// One entry of a walk: a regular file the store's globs select is added to `out`.
+fn consider(
+    store: &Store,
+    root: &Path,
+    entry: walkdir::Result<walkdir::DirEntry>,
+    stats: &mut WalkStats,
+    out: &mut Vec<Seen>,
+) {
+    use std::os::unix::fs::MetadataExt;
+    let entry = match entry {
+        Ok(e) => e,
+        Err(_) => {
+            stats.unreadable += 1;
+            return;
+        }
+    };
+    if !entry.file_type().is_file() {
+        return;
+    }
+    let Ok(rel) = entry.path().strip_prefix(root) else {
+        return;
+    };
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    if !store.include.is_match(&rel) || store.exclude.is_match(&rel) {
+        return;
+    }
+    stats.files_visited += 1;
+    let meta = match entry.metadata() {
+        Ok(m) => m,
+        Err(_) => {
+            stats.unreadable += 1;
+            return;
+        }
+    };
+    let path = entry.into_path();
+    let rel_offset = path.to_string_lossy().len() - rel.len();
+    out.push(Seen {
+        rel_offset,
+        size: meta.len(),
+        mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        file_id: (meta.dev(), meta.ino()),
+        path,
+    });
 }
 
 /// Opens a transcript for reading without blocking on a FIFO or device that slipped through.
@@ -217,4 +346,61 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     head::scan_head(rule, &name, &file.rel(), f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(v: &[Seen]) -> Vec<(PathBuf, usize, u64)> {
+        v.iter()
+            .map(|s| (s.path.clone(), s.rel_offset, s.size))
+            .collect()
+    }
+
+    #[test]
+    fn the_parallel_walk_equals_the_sequential_one() {
+        let cat = crate::rules::load(&[]).unwrap();
+        let store = &cat.get("claude").unwrap().stores[0];
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("projects");
+        for p in 0..12 {
+            let proj = root.join(format!("-p{p:02}"));
+            std::fs::create_dir_all(proj.join("s1/subagents")).unwrap();
+            std::fs::write(proj.join(format!("{p}.jsonl")), "x".repeat(p)).unwrap();
+            std::fs::write(proj.join("s1/subagents/agent-1.jsonl"), "y").unwrap();
+            std::fs::write(proj.join("notes.txt"), "not a transcript").unwrap();
+        }
+        std::fs::write(root.join("top.jsonl"), "top").unwrap();
+        std::os::unix::fs::symlink(root.join("-p01/1.jsonl"), root.join("-p02/link.jsonl"))
+            .unwrap();
+        let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
+        let par = walk_parallel(store, &root, &mut a).expect("no directory links");
+        let seq = walk_sequential(store, &root, &mut b);
+        assert_eq!(listing(&par), listing(&seq));
+        assert!(seq.len() >= 25, "{}", seq.len());
+        assert_eq!(
+            (a.files_visited, a.unreadable),
+            (b.files_visited, b.unreadable)
+        );
+
+        // A directory link leaves the walk to the sequential one, which checks loops against every
+        // ancestor: a link elsewhere, then a loop.
+        let ext = dir.path().join("ext");
+        std::fs::create_dir_all(&ext).unwrap();
+        std::fs::write(ext.join("e.jsonl"), "e").unwrap();
+        std::os::unix::fs::symlink(&ext, root.join("-p04/s1/ext")).unwrap();
+        assert!(walk_parallel(store, &root, &mut WalkStats::default()).is_none());
+        std::fs::remove_file(root.join("-p04/s1/ext")).unwrap();
+        std::os::unix::fs::symlink(&root, root.join("-p03/s1/loop")).unwrap();
+        assert!(walk_parallel(store, &root, &mut WalkStats::default()).is_none());
+        let rule = cat.get("claude").unwrap();
+        let (mut seen, mut st, mut out) = (HashSet::new(), WalkStats::default(), Vec::new());
+        walk_root(rule, store, &root, &mut seen, &mut st, &mut out);
+        let mut b = WalkStats::default();
+        let seq = walk_sequential(store, &root, &mut b);
+        assert!(b.unreadable >= 1, "the loop is reported");
+        assert_eq!(st.unreadable, b.unreadable);
+        assert_eq!(out.len() as u64 + st.duplicates, seq.len() as u64);
+    }
 }

@@ -661,27 +661,31 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     };
 
     // Gather heads: from the discovery cache when the file is unchanged, else read (in parallel).
-    let heads: Vec<(Examined, u64)> = crate::util::par::map(&files, |file| {
+    let heads: Vec<(Examined, Option<u64>)> = crate::util::par::map(&files, |file| {
         let rule = catalog.get(&file.app).expect("walked apps exist");
         match head_cache.get(&file.path, &file.app, &file.stamp()) {
-            Some(c) => (Examined::from_cache(&c), 0),
+            Some(c) => (Examined::from_cache(&c), None),
             None => {
                 let scan = discover::read_head(rule, file).map_err(|e| e.to_string());
                 let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
                 let mut ex = Examined::from_head(scan);
                 ex.scan = None; // only `rules explain` shows the scan; keep memory flat
-                (ex, read)
+                (ex, Some(read))
             }
         }
     });
+    // Every file came from the cache and the cache holds nothing else: it need not be written again.
+    let cache_current =
+        heads.iter().all(|(_, read)| read.is_none()) && head_cache.len() == files.len();
+    let save_cache = live && !cache_current;
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let roots = heads.iter().filter(|(e, _)| !e.subagent).count();
     let mut candidates: Vec<(FoundFile, Examined)> = Vec::with_capacity(roots);
     // Subagent verdicts are cached too (live), so a subagent file costs one stat next time.
     let mut subagents: Vec<(FoundFile, Examined)> =
-        Vec::with_capacity(if live { files.len() / 2 } else { 0 });
+        Vec::with_capacity(if save_cache { files.len() / 2 } else { 0 });
     for (file, (mut ex, read)) in files.into_iter().zip(heads) {
-        summary.stats.bytes_read += read;
+        summary.stats.bytes_read += read.unwrap_or(0);
         if let Some(e) = &ex.error {
             summary.scanned += 1;
             summary.attention(item(&file, &ex, "read-failed", Some(e.clone())));
@@ -690,7 +694,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         if ex.subagent {
             summary.stats.subagents += 1;
             *summary.counts.entry("subagent".into()).or_default() += 1;
-            if live {
+            if save_cache {
                 subagents.push((file, ex));
             }
             continue;
@@ -1190,6 +1194,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             drop(loaded);
             summary.started.extend(new_runs);
         }
+    }
+    if save_cache {
         let entries = candidates
             .iter()
             .chain(subagents.iter())

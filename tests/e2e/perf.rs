@@ -87,3 +87,36 @@ fn a_changed_rule_file_invalidates_cached_verdicts() {
         "{s}"
     );
 }
+
+#[test]
+fn a_current_cache_is_not_rewritten_and_a_deleted_transcript_leaves_it() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let gone = l.w.write(
+        "home/.claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-0000000000bb.jsonl",
+        &claude_line("5e551011-aaaa-4bbb-8ccc-0000000000bb", &l.repo, "hi"),
+        HOURS_2,
+    );
+    l.summary();
+    let cache = l.w.almanac_home().join("state/discovery-cache.tsv");
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(text.contains("0000000000bb"), "{text}");
+    // Nothing changed: the cache file is left as it is (same inode: never replaced).
+    let ino =
+        |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = ino(&cache);
+    let warm = l.summary();
+    assert_eq!(warm["stats"]["bytesRead"], 0);
+    assert_eq!(
+        ino(&cache),
+        before,
+        "an up-to-date cache is not written again"
+    );
+    // A transcript is deleted: the cache is written without it.
+    std::fs::remove_file(&gone).unwrap();
+    l.summary();
+    assert_ne!(ino(&cache), before);
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(!text.contains("0000000000bb"), "{text}");
+    assert!(text.contains("000000000001"), "{text}");
+}

@@ -333,7 +333,11 @@ pub fn facts<'a>(
 }
 
 fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
-    e.file_id == Some(file.file_id) && e.path.as_str() == file.path.to_string_lossy()
+    e.file_id == Some(file.file_id)
+        && match file.path.to_str() {
+            Some(p) => e.path == p,
+            None => e.path.as_str() == file.path.to_string_lossy(),
+        }
 }
 
 /// Evaluates the policy for `rules explain`, with the repo's ledger read (never written).
@@ -639,7 +643,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         }
         loader.join().unwrap_or_default()
     });
-    files.sort_by(|a, b| (&a.app, &a.path).cmp(&(&b.app, &b.path)));
+    // By the paths' bytes: `Path`'s own order parses components, several times slower on 100k files.
+    files.sort_by(|a, b| (&a.app, a.path.as_os_str()).cmp(&(&b.app, b.path.as_os_str())));
     trace.mark("walk and cache load");
 
     let mut summary = Summary {
@@ -709,13 +714,16 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     // Repo by repo (two at a time): lock (live) and load the ledger, reconcile it, and decide each of the
     // repo's transcripts from a small view of its entry. Only the entries of eligible transcripts are
     // kept, so memory does not grow with the size of every ledger together.
-    let mut by_repo: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    let mut by_repo: BTreeMap<&std::ffi::OsStr, Vec<usize>> = BTreeMap::new();
     for (i, (_, ex)) in candidates.iter().enumerate() {
         if let Some(r) = &ex.repo {
-            by_repo.entry(r.as_path()).or_default().push(i);
+            by_repo.entry(r.as_os_str()).or_default().push(i);
         }
     }
-    let groups: Vec<(&Path, Vec<usize>)> = by_repo.into_iter().collect();
+    let groups: Vec<(&Path, Vec<usize>)> = by_repo
+        .into_iter()
+        .map(|(r, v)| (Path::new(r), v))
+        .collect();
     let passes = crate::util::par::map(&groups, |(repo, idxs)| {
         repo_pass(repo, idxs, &candidates, catalog, &opts.settings, now, live)
     });

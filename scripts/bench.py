@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Sweep benchmark: one run, one corpus, five measurements, ratios and peak RSS.
 
-  python3 scripts/bench.py [--sessions 10000] [--corpus DIR] [--big-mib 2048]
+  python3 scripts/bench.py [--sessions 10000] [--corpus DIR] [--big-mib 2048] [--max-turns 24]
 
 (a) a bare stat walk of the stores (find -printf size/mtime)
 (b) reading every byte and counting lines (find | xargs wc -l)
 (c) cold `capture sweep --dry-run` (no ledger, no discovery cache; every new part is read and checked,
     whatever the run budget then starts)
-(d) a live sweep when nothing changed since the last capture (ledgers current)
+(d) a live sweep when nothing changed since the last capture (ledgers current: every transcript is
+    captured once by a no-op agent first)
 (e) a dry run after 1% of the transcripts grew (reads only those: prefix check plus new bytes)
 Each timing is the best of three with the page cache warm. Peak RSS comes from wait4().
 """

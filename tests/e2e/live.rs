@@ -855,3 +855,40 @@ fn a_worker_draining_many_runs_leaves_every_cursor_at_the_end_of_what_it_capture
     assert_eq!(again["counts"]["unchanged"], n);
     assert!(items(&again, "started").is_empty());
 }
+
+#[test]
+fn an_agent_session_recorded_in_another_repos_ledger_is_never_captured() {
+    // Sweeps decide repo by repo; almanac's own sessions are still recognised across repos.
+    let w = World::new();
+    let a = w.repo("work/a");
+    let b = w.repo("work/b");
+    let ours = "5e551011-aaaa-4bbb-8ccc-0000000000a9";
+    std::fs::write(
+        a.join(".almanac/runs/capture-ledger.json"),
+        format!(
+            "{{\"version\": 1, \"updatedAt\": \"2026-11-29T00:00:00.000Z\", \"entries\": {{}}, \"agentSessions\": [\"{ours}\"]}}\n"
+        ),
+    )
+    .unwrap();
+    let sid_a = "5e551011-aaaa-4bbb-8ccc-0000000000a1";
+    w.write(
+        &format!("home/.claude/projects/-work-a/{sid_a}.jsonl"),
+        &claude_line(sid_a, &a, "work in a"),
+        HOURS_2,
+    );
+    w.write(
+        &format!("home/.claude/projects/-work-b/{ours}.jsonl"),
+        &claude_line(ours, &b, "capture"),
+        HOURS_2,
+    );
+    let s = w.dry_run(&["--quiet", "0m"]);
+    let skipped = items(&s, "skipped");
+    let ours_item = skipped
+        .iter()
+        .find(|i| i["sessionId"] == ours)
+        .unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(ours_item["reason"], "internal-almanac-session", "{s}");
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(started[0]["sessionId"], sid_a);
+}

@@ -1069,7 +1069,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         }
         verified(e, file);
         let id_base = crate::util::ids::run_id(now);
-        let mut queued = 0;
         for (i, c) in chunks[..take].iter().enumerate() {
             let spec = RunSpec {
                 repo: &repo,
@@ -1114,7 +1113,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                         .entry(repo.clone())
                         .or_default()
                         .push(started);
-                    queued += 1;
                 }
                 Err(err) => {
                     if i == 0 {
@@ -1130,7 +1128,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 }
             }
         }
-        let _ = queued;
     }
 
     if live {

@@ -190,7 +190,7 @@ fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
 fn walk_sequential(store: &Store, root: &Path, stats: &mut WalkStats) -> Vec<Seen> {
     let mut out = Vec::new();
     for entry in walker(store, root) {
-        consider(store, root, entry, stats, &mut out);
+        consider(store, root, &entry, stats, &mut out);
     }
     out
 }
@@ -200,8 +200,10 @@ fn walk_sequential(store: &Store, root: &Path, stats: &mut WalkStats) -> Vec<See
 /// the walk's order, so the outcome is exactly the sequential walk's. A symlink to a directory (which
 /// only the sequential walk can check for loops against every ancestor) makes it give up: None.
 fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Vec<Seen>> {
+    /// What the top levels' walk found, in walk order: an entry to look at (a flat directory of many
+    /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
     enum Part {
-        Files(Vec<Seen>),
+        Entry(walkdir::Result<walkdir::DirEntry>),
         Subtree(PathBuf),
     }
     if crate::util::par::threads() < 2 {
@@ -209,9 +211,8 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
     }
     let want = 4 * crate::util::par::threads();
     let mut depth = 1;
-    let (parts, top_stats) = loop {
+    let parts = loop {
         let mut parts: Vec<Part> = Vec::new();
-        let mut top = WalkStats::default();
         let mut subtrees = 0;
         for entry in walker(store, root).max_depth(depth) {
             if entry.as_ref().is_err_and(|e| e.loop_ancestor().is_some()) {
@@ -227,47 +228,32 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
                     subtrees += 1;
                     continue;
                 }
+                if !e.file_type().is_file() {
+                    continue;
+                }
             }
-            let mut one = Vec::new();
-            consider(store, root, entry, &mut top, &mut one);
-            match parts.last_mut() {
-                Some(Part::Files(v)) => v.append(&mut one),
-                _ if one.is_empty() => {}
-                _ => parts.push(Part::Files(one)),
-            }
+            parts.push(Part::Entry(entry));
         }
         if subtrees >= want || subtrees == 0 || depth >= 4 {
-            break (parts, top);
+            break parts;
         }
         depth += 1;
     };
-    let dirs: Vec<&Path> = parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Subtree(d) => Some(d.as_path()),
-            Part::Files(_) => None,
-        })
-        .collect();
-    let walked = crate::util::par::map(&dirs, |dir| {
+    let walked = crate::util::par::map(&parts, |part| {
         let mut st = WalkStats::default();
         let mut out = Vec::new();
-        walk_subtree(store, root, dir, &mut st, &mut out)?;
+        match part {
+            Part::Entry(entry) => consider(store, root, entry, &mut st, &mut out),
+            Part::Subtree(dir) => walk_subtree(store, root, dir, &mut st, &mut out)?,
+        }
         Some((out, st))
     });
-    stats.files_visited += top_stats.files_visited;
-    stats.unreadable += top_stats.unreadable;
-    let mut walked = walked.into_iter();
     let mut out = Vec::new();
-    for part in parts {
-        match part {
-            Part::Files(mut v) => out.append(&mut v),
-            Part::Subtree(_) => {
-                let (mut v, st) = walked.next().flatten()?;
-                stats.files_visited += st.files_visited;
-                stats.unreadable += st.unreadable;
-                out.append(&mut v);
-            }
-        }
+    for piece in walked {
+        let (mut v, st) = piece?;
+        stats.files_visited += st.files_visited;
+        stats.unreadable += st.unreadable;
+        out.append(&mut v);
     }
     Some(out)
 }
@@ -276,7 +262,7 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
 fn consider(
     store: &Store,
     root: &Path,
-    entry: walkdir::Result<walkdir::DirEntry>,
+    entry: &walkdir::Result<walkdir::DirEntry>,
     stats: &mut WalkStats,
     out: &mut Vec<Seen>,
 ) {
@@ -410,6 +396,11 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
 mod tests {
     use super::*;
 
+    fn write_file(p: &Path, len: usize) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "x".repeat(len)).unwrap();
+    }
+
     fn listing(v: &[Seen]) -> Vec<(PathBuf, usize, u64)> {
         v.iter()
             .map(|s| (s.path.clone(), s.rel_offset, s.size))
@@ -443,6 +434,19 @@ mod tests {
             (a.files_visited, a.unreadable),
             (b.files_visited, b.unreadable)
         );
+
+        // A flat directory (Codex's archived_sessions/) is shared out file by file, same result.
+        let flat = dir.path().join("flat");
+        for i in 0..50 {
+            write_file(&flat.join(format!("r{i:02}.jsonl")), i);
+        }
+        let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
+        let par = walk_parallel(store, &flat, &mut a).unwrap();
+        assert_eq!(
+            listing(&par),
+            listing(&walk_sequential(store, &flat, &mut b))
+        );
+        assert_eq!((par.len(), a.files_visited), (50, b.files_visited));
 
         // A directory link leaves the walk to the sequential one, which checks loops against every
         // ancestor: a link elsewhere, then a loop.

@@ -276,8 +276,7 @@ pub fn save_bytes(
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::io::Result<Vec<u8>> {
     ledger.updated_at = crate::policy::iso(now);
-    let mut text = serde_json::to_vec_pretty(ledger).map_err(std::io::Error::other)?;
-    text.push(b'\n');
+    let text = crate::util::atomic::json_bytes(ledger)?;
     crate::util::atomic::write_atomic(&ledger_path(repo), &text)?;
     crate::util::fault::point("ledger-saved");
     Ok(text)

@@ -68,11 +68,16 @@ pub fn write_atomic_with(
     result
 }
 
-/// Serialises `value` as pretty JSON with a trailing newline and writes it atomically.
-pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+/// `value` as every state file holds it: pretty JSON with a trailing newline.
+pub fn json_bytes(value: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
     let mut text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     text.push(b'\n');
-    write_atomic(path, &text)
+    Ok(text)
+}
+
+/// Serialises `value` with `json_bytes` and writes it atomically.
+pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    write_atomic(path, &json_bytes(value)?)
 }
 
 /// Removes temp files an interrupted `write_atomic` left in `dir` (only ours: `.<name>.tmp-<pid>-<hex>`

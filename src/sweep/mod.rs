@@ -381,10 +381,11 @@ fn ledger_item(repo: &Path, path: &Path, reason: &str, detail: String) -> Skippe
     }
 }
 
+/// The skip reason of a file whose session another file in the same repo holds.
+const DUPLICATE: &str = "duplicate-session";
+
 /// One transcript's decision, made while its repo's ledger was loaded.
 struct Decided {
-    /// Another file holds the same session in this repo; that one is captured.
-    duplicate: bool,
     view: Option<EntryView>,
     decision: Decision,
     detail: Option<String>,
@@ -408,7 +409,6 @@ fn decide_one(
         settings,
     );
     Decided {
-        duplicate: false,
         view,
         entry: if decision == Decision::Eligible {
             entry.map(|e| Box::new(e.clone()))
@@ -533,10 +533,11 @@ fn repo_pass(
                     return (
                         i,
                         Decided {
-                            duplicate: true,
                             view: None,
-                            decision: Decision::Skip("duplicate-session"),
-                            detail: None,
+                            decision: Decision::Skip(DUPLICATE),
+                            detail: Some(
+                                "another file holds the same session; that one is captured".into(),
+                            ),
                             entry: None,
                         },
                     );
@@ -561,7 +562,6 @@ fn repo_pass(
 /// An eligible transcript whose new part was read, waiting for the budget.
 struct Plan {
     idx: usize,
-    new_entry: bool,
     /// The ledger entry as the sweep found it.
     entry: Option<Box<LedgerEntry>>,
     r: Range,
@@ -724,11 +724,10 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         .into_iter()
         .map(|(r, v)| (Path::new(r), v))
         .collect();
-    let passes = crate::util::par::map(&groups, |(repo, idxs)| {
+    let mut passes = crate::util::par::map(&groups, |(repo, idxs)| {
         repo_pass(repo, idxs, &candidates, catalog, &opts.settings, now, live)
     });
     drop(groups);
-    let mut passes = passes;
     let internal: HashSet<String> = passes
         .iter_mut()
         .flat_map(|p| std::mem::take(&mut p.agent_sessions))
@@ -736,7 +735,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     let mut decided: Vec<Option<Decided>> = (0..candidates.len()).map(|_| None).collect();
     let mut repos: Vec<RepoDone> = Vec::with_capacity(passes.len());
     let mut guards = Vec::new();
-    for pass in &passes {
+    for pass in passes {
         let repo = &pass.repo;
         if let Some(c) = &pass.corrupt {
             let detail = format!(
@@ -759,8 +758,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                 detail.clone(),
             ));
         }
-    }
-    for pass in passes {
         guards.extend(pass.guard);
         for (i, d) in pass.decided {
             decided[i] = Some(d);
@@ -787,26 +784,17 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             None => decide_one(catalog, rule, file, ex, None, false, &opts.settings),
         };
         let Decided {
-            duplicate,
             view,
             mut decision,
             mut detail,
             entry,
         } = d;
-        if duplicate {
-            summary.skip(item(
-                file,
-                ex,
-                "duplicate-session",
-                Some("another file holds the same session; that one is captured".into()),
-            ));
-            continue;
-        }
-        // An agent session recorded in another repo's ledger is ours too.
-        if ex
-            .session_id
-            .as_deref()
-            .is_some_and(|s| internal.contains(s))
+        // An agent session recorded in another repo's ledger is ours too (a duplicate stays one).
+        if decision != Decision::Skip(DUPLICATE)
+            && ex
+                .session_id
+                .as_deref()
+                .is_some_and(|s| internal.contains(s))
         {
             (decision, detail) = policy::decide_fast(
                 &catalog.policy,
@@ -868,8 +856,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     trace.mark("new parts read");
     let mut started_by_repo: BTreeMap<PathBuf, Vec<StartedItem>> = BTreeMap::new();
     let mut plans: Vec<Plan> = Vec::new();
-    // The entries this sweep changes, by repo: applied to each ledger, one at a time, at the end.
-    let mut updates: BTreeMap<PathBuf, BTreeMap<String, LedgerEntry>> = BTreeMap::new();
+    let mut updates = Updates::new();
     for (w, res) in work.into_iter().zip(results) {
         let (file, ex) = &candidates[w.idx];
         let rule = catalog.get(&file.app).expect("walked apps exist");
@@ -878,7 +865,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             continue; // the policy always skips these (no-almanac-repo and no-session-id cannot be disabled)
         };
         let k = key(&file.app, sid);
-        let repo_updates = updates.entry(repo).or_default();
         let r = match res.outcome {
             Err(e) => {
                 summary.attention(item(file, ex, "read-failed", Some(e)));
@@ -886,7 +872,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::PrefixMismatch(detail)) => {
                 if w.entry.is_some() {
-                    let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
+                    let e = to_update(&mut updates, &repo, &k, w.entry.as_deref(), file, sid);
                     e.status = EntryStatus::NeedsAttention;
                     e.attention = Some("prefix-mismatch".into());
                     e.last_error = Some(detail.clone());
@@ -896,7 +882,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
             Ok(RangeOutcome::Unchanged { baseline }) => {
                 // Remember where the file stands so the next sweep need not read it again.
-                let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
+                let e = to_update(&mut updates, &repo, &k, w.entry.as_deref(), file, sid);
                 if let Some(b) = baseline {
                     e.last_captured_size = b.bytes;
                     e.last_captured_line = b.lines;
@@ -929,7 +915,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
             if let Decision::Skip(code) = decision {
                 if live && code == "no-new-turns" {
-                    let e = to_update(repo_updates, &k, w.entry.as_deref(), file, sid);
+                    let e = to_update(&mut updates, &repo, &k, w.entry.as_deref(), file, sid);
                     if w.entry.is_none() {
                         e.last_captured_size = r.from_byte;
                         e.last_captured_line = r.from_line_before;
@@ -945,7 +931,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         }
         plans.push(Plan {
             idx: w.idx,
-            new_entry: w.entry.is_none(),
             entry: w.entry,
             r,
             has_turns: part.is_some(),
@@ -1053,14 +1038,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
         }
         let k = key(&file.app, sid);
-        let e = to_update(
-            updates.entry(repo.clone()).or_default(),
-            &k,
-            plan.entry.as_deref(),
-            file,
-            sid,
-        );
-        if plan.new_entry {
+        let e = to_update(&mut updates, &repo, &k, plan.entry.as_deref(), file, sid);
+        if plan.entry.is_none() {
             // A first capture starts at the capture_since baseline (or line 1).
             e.last_captured_size = r.from_byte;
             e.last_captured_line = r.from_line_before;
@@ -1196,7 +1175,6 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
                     }
                 }
             }
-            drop(loaded);
             summary.started.extend(new_runs);
         }
     }
@@ -1258,15 +1236,24 @@ fn new_part_turns(
     Ok(Some(crate::turns::summarize(&t)))
 }
 
-/// The entry this sweep changes for a transcript: the one it found (or a fresh one), copied once.
+/// The entries a sweep changes, by repo and ledger key: applied to each ledger, one at a time, at the end.
+type Updates = BTreeMap<PathBuf, BTreeMap<String, LedgerEntry>>;
+
+/// The entry this sweep changes for a transcript: the one it found (or a fresh one), copied once. Only a
+/// repo with a changed entry gets its ledger written.
 fn to_update<'m>(
-    updates: &'m mut BTreeMap<String, LedgerEntry>,
+    updates: &'m mut Updates,
+    repo: &Path,
     k: &str,
     found: Option<&LedgerEntry>,
     file: &FoundFile,
     sid: &str,
 ) -> &'m mut LedgerEntry {
-    updates.entry(k.to_string()).or_insert_with(|| {
+    if !updates.contains_key(repo) {
+        updates.insert(repo.to_path_buf(), BTreeMap::new());
+    }
+    let repo_updates = updates.get_mut(repo).expect("inserted above");
+    repo_updates.entry(k.to_string()).or_insert_with(|| {
         found
             .cloned()
             .unwrap_or_else(|| LedgerEntry::fresh(&file.app, sid, &file.path.display().to_string()))

@@ -249,3 +249,54 @@ fn the_breaker_trips_after_consecutive_failures_and_cancels_the_rest() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("circuit breaker: tripped"), "{text}");
 }
+
+#[test]
+fn a_repo_whose_transcripts_all_wait_for_the_budget_keeps_its_ledger_untouched() {
+    let l = live_world(3);
+    let b = l.w.repo("work/b");
+    let sid_b = "5e551011-aaaa-4bbb-8ccc-0000000000b1";
+    let tb =
+        l.w.home()
+            .join(format!(".claude/projects/-work-b/{sid_b}.jsonl"));
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    write_aged(
+        &tb,
+        claude_line(sid_b, &b, "in b").as_bytes(),
+        Duration::from_secs(3 * 3600),
+    );
+    l.summary();
+    let ledger_b = b.join(".almanac/runs/capture-ledger.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&ledger_b).is_ok_and(|t| t.contains("\"done\"")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "repo b's capture ends"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both grow; only the most recent one fits a one-run budget.
+    let append = |p: &std::path::Path, line: String, age: Duration| {
+        let grown = format!("{}{line}", std::fs::read_to_string(p).unwrap());
+        write_aged(p, grown.as_bytes(), age);
+    };
+    append(&l.transcript, l.lines(2..3), HOURS_2);
+    append(
+        &tb,
+        claude_line(sid_b, &b, "more"),
+        Duration::from_secs(3 * 3600),
+    );
+    let ino =
+        |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = ino(&ledger_b);
+    let s = l.sweep_args(&["--max-runs", "1"]);
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(started[0]["repoRoot"], l.repo.display().to_string());
+    assert_eq!(s["counts"]["budget-deferred"], 1, "{s}");
+    assert_eq!(
+        ino(&ledger_b),
+        before,
+        "a deferred transcript changes nothing in its ledger"
+    );
+    l.wait_idle();
+}

@@ -146,37 +146,26 @@ fn walk_root(
     stats: &mut WalkStats,
     out: &mut Vec<FoundFile>,
 ) {
-    let app: std::sync::Arc<str> = std::sync::Arc::from(rule.id.as_str());
-    let mut walked = WalkStats::default();
-    let found = walk_parallel(store, root, &mut walked).unwrap_or_else(|| {
-        walked = WalkStats::default();
-        walk_sequential(store, root, &mut walked)
-    });
-    stats.files_visited += walked.files_visited;
-    stats.unreadable += walked.unreadable;
+    let at = StoreRoot {
+        store,
+        root,
+        app: std::sync::Arc::from(rule.id.as_str()),
+    };
+    let found = walk_parallel(&at, stats).unwrap_or_else(|| walk_sequential(&at, stats));
     for f in found {
-        if !seen.insert(f.file_id) {
+        if seen.insert(f.file_id) {
+            out.push(f);
+        } else {
             stats.duplicates += 1;
-            continue;
         }
-        out.push(FoundFile {
-            app: app.clone(),
-            path: f.path,
-            rel_offset: f.rel_offset,
-            size: f.size,
-            mtime: f.mtime,
-            file_id: f.file_id,
-        });
     }
 }
 
-/// A matching regular file, before duplicates (the same file reached twice) are dropped.
-struct Seen {
-    path: PathBuf,
-    rel_offset: usize,
-    size: u64,
-    mtime: SystemTime,
-    file_id: (u64, u64),
+/// One store root being walked: what every file found under it shares.
+struct StoreRoot<'a> {
+    store: &'a Store,
+    root: &'a Path,
+    app: std::sync::Arc<str>,
 }
 
 fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
@@ -186,11 +175,12 @@ fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
         .sort_by_file_name()
 }
 
-/// The whole store root in one walk: the reference the parallel walk must equal.
-fn walk_sequential(store: &Store, root: &Path, stats: &mut WalkStats) -> Vec<Seen> {
+/// The whole store root in one walk: the reference the parallel walk must equal. Matching files before
+/// duplicates (the same file reached twice) are dropped.
+fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Vec<FoundFile> {
     let mut out = Vec::new();
-    for entry in walker(store, root) {
-        consider(store, root, &entry, stats, &mut out);
+    for entry in walker(at.store, at.root) {
+        consider(at, &entry, stats, &mut out);
     }
     out
 }
@@ -198,8 +188,9 @@ fn walk_sequential(store: &Store, root: &Path, stats: &mut WalkStats) -> Vec<See
 /// The same walk on every core: the top levels are walked here, in order, down to a depth that leaves
 /// enough directories to share out; those subtrees are walked in parallel and the results put back in
 /// the walk's order, so the outcome is exactly the sequential walk's. A symlink to a directory (which
-/// only the sequential walk can check for loops against every ancestor) makes it give up: None.
-fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Vec<Seen>> {
+/// only the sequential walk can check for loops against every ancestor) makes it give up: None, with
+/// `stats` untouched.
+fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<FoundFile>> {
     /// What the top levels' walk found, in walk order: an entry to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
     enum Part {
@@ -214,7 +205,7 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
     let parts = loop {
         let mut parts: Vec<Part> = Vec::new();
         let mut subtrees = 0;
-        for entry in walker(store, root).max_depth(depth) {
+        for entry in walker(at.store, at.root).max_depth(depth) {
             if entry.as_ref().is_err_and(|e| e.loop_ancestor().is_some()) {
                 return None;
             }
@@ -243,14 +234,14 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
         let mut st = WalkStats::default();
         let mut out = Vec::new();
         match part {
-            Part::Entry(entry) => consider(store, root, entry, &mut st, &mut out),
-            Part::Subtree(dir) => walk_subtree(store, root, dir, &mut st, &mut out)?,
+            Part::Entry(entry) => consider(at, entry, &mut st, &mut out),
+            Part::Subtree(dir) => walk_subtree(at, dir, &mut st, &mut out)?,
         }
         Some((out, st))
     });
+    let walked: Vec<(Vec<FoundFile>, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
     let mut out = Vec::new();
-    for piece in walked {
-        let (mut v, st) = piece?;
+    for (mut v, st) in walked {
         stats.files_visited += st.files_visited;
         stats.unreadable += st.unreadable;
         out.append(&mut v);
@@ -260,11 +251,10 @@ fn walk_parallel(store: &Store, root: &Path, stats: &mut WalkStats) -> Option<Ve
 
 /// One entry of a walkdir walk: a regular file the store's globs select is added to `out`.
 fn consider(
-    store: &Store,
-    root: &Path,
+    at: &StoreRoot,
     entry: &walkdir::Result<walkdir::DirEntry>,
     stats: &mut WalkStats,
-    out: &mut Vec<Seen>,
+    out: &mut Vec<FoundFile>,
 ) {
     let entry = match entry {
         Ok(e) => e,
@@ -274,21 +264,20 @@ fn consider(
         }
     };
     if entry.file_type().is_file() {
-        consider_file(store, root, entry.path(), || entry.metadata(), stats, out);
+        consider_file(at, entry.path(), || entry.metadata(), stats, out);
     }
 }
 
 /// A regular file: added to `out` when the store's globs select it (its metadata is only read then).
 fn consider_file<E>(
-    store: &Store,
-    root: &Path,
+    at: &StoreRoot,
     path: &Path,
     meta: impl FnOnce() -> Result<std::fs::Metadata, E>,
     stats: &mut WalkStats,
-    out: &mut Vec<Seen>,
+    out: &mut Vec<FoundFile>,
 ) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(rel) = path.strip_prefix(root) else {
+    let Ok(rel) = path.strip_prefix(at.root) else {
         return;
     };
     let rel = rel.to_string_lossy();
@@ -297,7 +286,7 @@ fn consider_file<E>(
     } else {
         rel
     };
-    if !store.include.is_match(&*rel) || store.exclude.is_match(&*rel) {
+    if !at.store.include.is_match(&*rel) || at.store.exclude.is_match(&*rel) {
         return;
     }
     stats.files_visited += 1;
@@ -309,7 +298,8 @@ fn consider_file<E>(
         }
     };
     let rel_offset = path.to_string_lossy().len() - rel.len();
-    out.push(Seen {
+    out.push(FoundFile {
+        app: at.app.clone(),
         rel_offset,
         size: meta.len(),
         mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -323,11 +313,10 @@ fn consider_file<E>(
 /// lookup of the whole path, which at 100k files is most of a walk's time. None on a directory symlink
 /// (only the sequential walk checks those for loops).
 fn walk_subtree(
-    store: &Store,
-    root: &Path,
+    at: &StoreRoot,
     dir: &Path,
     stats: &mut WalkStats,
-    out: &mut Vec<Seen>,
+    out: &mut Vec<FoundFile>,
 ) -> Option<()> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
@@ -351,16 +340,14 @@ fn walk_subtree(
             continue;
         };
         if ft.is_dir() {
-            walk_subtree(store, root, &path, stats, out)?;
+            walk_subtree(at, &path, stats, out)?;
         } else if ft.is_file() {
-            consider_file(store, root, &path, || e.metadata(), stats, out);
-        } else if ft.is_symlink() && store.follow_symlinks {
+            consider_file(at, &path, || e.metadata(), stats, out);
+        } else if ft.is_symlink() && at.store.follow_symlinks {
             match std::fs::metadata(&path) {
                 Err(_) => stats.unreadable += 1,
                 Ok(m) if m.is_dir() => return None,
-                Ok(m) if m.is_file() => {
-                    consider_file(store, root, &path, || Ok::<_, ()>(m), stats, out)
-                }
+                Ok(m) if m.is_file() => consider_file(at, &path, || Ok::<_, ()>(m), stats, out),
                 Ok(_) => {}
             }
         }
@@ -401,7 +388,15 @@ mod tests {
         std::fs::write(p, "x".repeat(len)).unwrap();
     }
 
-    fn listing(v: &[Seen]) -> Vec<(PathBuf, usize, u64)> {
+    fn at<'a>(store: &'a Store, root: &'a Path) -> StoreRoot<'a> {
+        StoreRoot {
+            store,
+            root,
+            app: "claude".into(),
+        }
+    }
+
+    fn listing(v: &[FoundFile]) -> Vec<(PathBuf, usize, u64)> {
         v.iter()
             .map(|s| (s.path.clone(), s.rel_offset, s.size))
             .collect()
@@ -426,8 +421,8 @@ mod tests {
         std::os::unix::fs::symlink(root.join("-p01/1.jsonl"), root.join("-p02/link.jsonl"))
             .unwrap();
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
-        let par = walk_parallel(store, &root, &mut a).expect("no directory links");
-        let seq = walk_sequential(store, &root, &mut b);
+        let par = walk_parallel(&at(store, &root), &mut a).expect("no directory links");
+        let seq = walk_sequential(&at(store, &root), &mut b);
         assert_eq!(listing(&par), listing(&seq));
         assert!(seq.len() >= 25, "{}", seq.len());
         assert_eq!(
@@ -441,10 +436,10 @@ mod tests {
             write_file(&flat.join(format!("r{i:02}.jsonl")), i);
         }
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
-        let par = walk_parallel(store, &flat, &mut a).unwrap();
+        let par = walk_parallel(&at(store, &flat), &mut a).unwrap();
         assert_eq!(
             listing(&par),
-            listing(&walk_sequential(store, &flat, &mut b))
+            listing(&walk_sequential(&at(store, &flat), &mut b))
         );
         assert_eq!((par.len(), a.files_visited), (50, b.files_visited));
 
@@ -454,15 +449,17 @@ mod tests {
         std::fs::create_dir_all(&ext).unwrap();
         std::fs::write(ext.join("e.jsonl"), "e").unwrap();
         std::os::unix::fs::symlink(&ext, root.join("-p04/s1/ext")).unwrap();
-        assert!(walk_parallel(store, &root, &mut WalkStats::default()).is_none());
+        assert!(walk_parallel(&at(store, &root), &mut WalkStats::default()).is_none());
         std::fs::remove_file(root.join("-p04/s1/ext")).unwrap();
         std::os::unix::fs::symlink(&root, root.join("-p03/s1/loop")).unwrap();
-        assert!(walk_parallel(store, &root, &mut WalkStats::default()).is_none());
+        let mut untouched = WalkStats::default();
+        assert!(walk_parallel(&at(store, &root), &mut untouched).is_none());
+        assert_eq!((untouched.files_visited, untouched.unreadable), (0, 0));
         let rule = cat.get("claude").unwrap();
         let (mut seen, mut st, mut out) = (HashSet::new(), WalkStats::default(), Vec::new());
         walk_root(rule, store, &root, &mut seen, &mut st, &mut out);
         let mut b = WalkStats::default();
-        let seq = walk_sequential(store, &root, &mut b);
+        let seq = walk_sequential(&at(store, &root), &mut b);
         assert!(b.unreadable >= 1, "the loop is reported");
         assert_eq!(st.unreadable, b.unreadable);
         assert_eq!(out.len() as u64 + st.duplicates, seq.len() as u64);

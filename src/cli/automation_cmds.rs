@@ -14,12 +14,23 @@ use std::time::Duration;
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(5 * 3600);
 pub const DEFAULT_QUIET: Duration = Duration::from_secs(45 * 60);
 
+/// Where the scheduled sweep is registered and what it runs: flags `automation install` and `setup` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JobArgs {
+    #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
+    pub scheduler: String,
+    /// The almanac binary the scheduler runs (default: this one, via a stable PATH entry if any).
+    #[arg(long, value_name = "PATH")]
+    pub program: Option<PathBuf>,
+    /// Use a program path that would vanish (target/, a temp dir), with a warning.
+    #[arg(long)]
+    pub force: bool,
+}
+
 pub struct InstallArgs {
     pub every: Option<String>,
     pub quiet: Option<String>,
-    pub scheduler: String,
-    pub program: Option<PathBuf>,
-    pub force: bool,
+    pub job: JobArgs,
     pub json: bool,
 }
 
@@ -67,11 +78,12 @@ pub fn install(
 ) -> Result<i32, Failure> {
     let every_flag = duration_flag("--every", a.every.as_deref(), false)?;
     let quiet_flag = duration_flag("--quiet", a.quiet.as_deref(), true)?;
-    let kind = automation::choose(&a.scheduler).map_err(Failure::Usage)?;
+    let kind = automation::choose(&a.job.scheduler).map_err(Failure::Usage)?;
     let config = load_config(cx)?;
     let catalog = load_catalog(cx, rules_dir)?;
     let (program, mut warnings) =
-        automation::resolve_program(a.program.as_deref(), a.force).map_err(Failure::Usage)?;
+        automation::resolve_program(a.job.program.as_deref(), a.job.force)
+            .map_err(Failure::Usage)?;
     let every = every_flag.or(config.every).unwrap_or(DEFAULT_EVERY);
     let quiet = quiet_flag.or(config.quiet).unwrap_or(DEFAULT_QUIET);
     let apps = config
@@ -391,9 +403,7 @@ pub struct SetupArgs {
     pub yes: bool,
     pub skip_automation: bool,
     pub every: Option<String>,
-    pub scheduler: String,
-    pub program: Option<PathBuf>,
-    pub force: bool,
+    pub job: JobArgs,
 }
 
 fn ask(question: &str, yes: bool) -> Option<bool> {
@@ -438,9 +448,7 @@ pub fn setup(
                     InstallArgs {
                         every: Some(every),
                         quiet: None,
-                        scheduler: a.scheduler.clone(),
-                        program: a.program.clone(),
-                        force: a.force,
+                        job: a.job.clone(),
                         json: false,
                     },
                     out,

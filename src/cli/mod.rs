@@ -61,12 +61,8 @@ enum Command {
         /// How often the scheduled sweep runs (default 5h).
         #[arg(long, value_name = "DURATION")]
         auto_capture_every: Option<String>,
-        #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
-        scheduler: String,
-        #[arg(long, value_name = "PATH")]
-        program: Option<PathBuf>,
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        job: automation_cmds::JobArgs,
     },
     /// Why capture is or is not happening: rules, stores, repos, agent, scheduler, last sweep, problems.
     Doctor {
@@ -97,14 +93,8 @@ enum AutomationCommand {
         /// Quiet window the sweeps use (default 45m, or the configured value).
         #[arg(long, value_name = "DURATION")]
         quiet: Option<String>,
-        #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
-        scheduler: String,
-        /// The almanac binary the scheduler runs (default: this one, via a stable PATH entry if any).
-        #[arg(long, value_name = "PATH")]
-        program: Option<PathBuf>,
-        /// Use a program path that would vanish (target/, a temp dir), with a warning.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        job: automation_cmds::JobArgs,
         #[arg(long)]
         json: bool,
     },
@@ -446,9 +436,7 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
         Command::Automation(AutomationCommand::Install {
             every,
             quiet,
-            scheduler,
-            program,
-            force,
+            job,
             json,
         }) => automation_cmds::install(
             &cx,
@@ -456,9 +444,7 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
             automation_cmds::InstallArgs {
                 every,
                 quiet,
-                scheduler,
-                program,
-                force,
+                job,
                 json,
             },
             out,
@@ -473,9 +459,7 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
             yes,
             skip_automation,
             auto_capture_every,
-            scheduler,
-            program,
-            force,
+            job,
         } => automation_cmds::setup(
             &cx,
             rules_dir,
@@ -483,9 +467,7 @@ fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
                 yes,
                 skip_automation,
                 every: auto_capture_every,
-                scheduler,
-                program,
-                force,
+                job,
             },
             out,
         ),

@@ -915,13 +915,8 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
             if let Decision::Skip(code) = decision {
                 if live && code == "no-new-turns" {
-                    let e = to_update(&mut updates, &repo, &k, w.entry.as_deref(), file, sid);
-                    if w.entry.is_none() {
-                        e.last_captured_size = r.from_byte;
-                        e.last_captured_line = r.from_line_before;
-                        e.last_captured_prefix_hash = r.hash_at_cursor.clone();
-                        e.baseline = r.from_byte > 0;
-                    }
+                    let found = w.entry.as_deref();
+                    let e = entry_for_range(&mut updates, &repo, &k, found, file, sid, &r);
                     verified(e, file);
                     e.no_turns_through = Some(file.size);
                 }
@@ -1038,14 +1033,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
             }
         }
         let k = key(&file.app, sid);
-        let e = to_update(&mut updates, &repo, &k, plan.entry.as_deref(), file, sid);
-        if plan.entry.is_none() {
-            // A first capture starts at the capture_since baseline (or line 1).
-            e.last_captured_size = r.from_byte;
-            e.last_captured_line = r.from_line_before;
-            e.last_captured_prefix_hash = r.hash_at_cursor.clone();
-            e.baseline = r.from_byte > 0;
-        }
+        let e = entry_for_range(&mut updates, &repo, &k, plan.entry.as_deref(), file, sid, r);
         verified(e, file);
         let id_base = crate::util::ids::run_id(now);
         for (i, c) in chunks[..take].iter().enumerate() {
@@ -1258,6 +1246,27 @@ fn to_update<'m>(
             .cloned()
             .unwrap_or_else(|| LedgerEntry::fresh(&file.app, sid, &file.path.display().to_string()))
     })
+}
+
+/// The entry a new part is recorded against: the one found, or for a first capture a fresh one whose
+/// cursor is where the range starts (the capture_since baseline, or line 1).
+fn entry_for_range<'m>(
+    updates: &'m mut Updates,
+    repo: &Path,
+    k: &str,
+    found: Option<&LedgerEntry>,
+    file: &FoundFile,
+    sid: &str,
+    r: &Range,
+) -> &'m mut LedgerEntry {
+    let e = to_update(updates, repo, k, found, file, sid);
+    if found.is_none() {
+        e.last_captured_size = r.from_byte;
+        e.last_captured_line = r.from_line_before;
+        e.last_captured_prefix_hash = r.hash_at_cursor.clone();
+        e.baseline = r.from_byte > 0;
+    }
+    e
 }
 
 /// The entry now describes this file: path and identity follow a moved or verified transcript.

@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod init;
 pub mod ledger;
 pub mod policy;
+pub mod reason;
 pub mod rules;
 pub mod sweep;
 pub mod turns;

@@ -4,11 +4,10 @@
 pub mod agent;
 pub mod breaker;
 pub mod prompt;
-pub mod run;
 pub mod worker;
 
+use crate::ledger::record::{self as run, RunRecord, RunStatus};
 use crate::ledger::runs_dir;
-use run::{RunRecord, RunStatus};
 use std::path::Path;
 
 /// What a new run covers.

@@ -2,7 +2,7 @@
 //! then by `<repo>/.almanac/prompts/capture.md`), then the continuation over the original transcript.
 //! The prompt points at the transcript; it never pastes or copies it.
 
-use super::run::RunRecord;
+use crate::ledger::RunRecord;
 use std::path::Path;
 
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../prompts/capture.md");

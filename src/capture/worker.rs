@@ -3,19 +3,16 @@
 //! `runs/worker.lock` while it works; a second worker finds it held and leaves.
 
 use super::agent;
-use super::run::{self, RunRecord, RunStatus};
 use crate::context::Context;
-use crate::ledger::{self, key, runs_dir};
+use crate::ledger::record::{self as run, RunRecord, RunStatus};
+use crate::ledger::{self, key, runs_dir, worker_lock_path, RepoState};
+use crate::reason::Reason;
 use crate::util::lock::FileLock;
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-pub fn worker_lock_path(repo: &Path) -> std::path::PathBuf {
-    runs_dir(repo).join("worker.lock")
-}
 
 fn now_iso() -> String {
     crate::policy::iso(chrono::Utc::now())
@@ -60,10 +57,8 @@ impl Held {
         };
         if on_disk.is_none() || on_disk != self.bytes {
             let now = chrono::Utc::now();
-            let mut state = crate::sweep::RepoState::load(repo, now, true)?;
-            for r in state.reconcile(now) {
-                let _ = run::write(&runs_dir(repo), &r);
-            }
+            let mut state = RepoState::load(repo, now, true)?;
+            state.reconcile(now, true);
             self.dirty = state.changed();
             self.ledger = state.ledger;
             self.bytes = on_disk;
@@ -192,21 +187,20 @@ fn pick_next(
         let waited_for = ledger
             .entries
             .get(&key(&r.app, &r.session_id))
-            .is_some_and(|e| e.pending_run_id.as_deref() == Some(r.run_id.as_str()));
+            .is_some_and(|e| e.waits_for(&r.run_id));
         if !waited_for {
-            r.status = RunStatus::Failed;
-            r.finished_at = Some(now_iso());
-            r.error = Some(
-                "orphaned: no ledger entry waits for this run (a sweep ended before recording it)"
-                    .into(),
+            r.fail(
+                format!(
+                    "{}: no ledger entry waits for this run (a sweep ended before recording it)",
+                    Reason::Orphaned
+                ),
+                &now_iso(),
             );
             let _ = run::write(&runs, &r);
             known.insert(r.run_id.clone(), RunStatus::Failed);
             continue;
         }
-        r.status = RunStatus::Running;
-        r.pid = Some(std::process::id());
-        r.started_at = Some(now_iso());
+        r.start(std::process::id(), &now_iso());
         if run::write(&runs, &r).is_ok() {
             known.insert(r.run_id.clone(), RunStatus::Running);
             return Some(r);
@@ -315,14 +309,7 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
     let runs = runs_dir(repo);
     let _guard = ledger::lock_repo(repo).ok();
     let now = chrono::Utc::now();
-    record.finished_at = Some(crate::policy::iso(now));
-    match &outcome {
-        Ok(()) => record.status = RunStatus::Done,
-        Err(e) => {
-            record.status = RunStatus::Failed;
-            record.error = Some(e.clone());
-        }
-    }
+    record.finish(&outcome, &crate::policy::iso(now));
     if let Err(e) = run::write(&runs, &record) {
         note(&format!("cannot write run record {}: {e}", record.run_id));
     }
@@ -334,10 +321,11 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
         }
         Err(e) => entry.fail(&record.run_id, e),
     });
-    cancel_runs(
+    run::cancel_queued(
         &runs,
         &cancelled,
         "cancelled: an earlier chunk of this transcript failed; the next sweep retries from it",
+        &now_iso(),
     );
     note(&format!(
         "{} {}",
@@ -367,27 +355,13 @@ fn update_entry(
     else {
         return Vec::new();
     };
-    if entry.pending_run_id.as_deref() != Some(record.run_id.as_str()) {
+    if !entry.waits_for(&record.run_id) {
         return Vec::new();
     }
     let out = f(entry);
     held.dirty = true;
     held.save(repo, false);
     out
-}
-
-/// Marks queued runs failed without running them.
-fn cancel_runs(runs: &Path, ids: &[String], why: &str) {
-    for id in ids {
-        if let Some(mut r) = run::read(runs, id) {
-            if r.status == RunStatus::Queued {
-                r.status = RunStatus::Failed;
-                r.error = Some(why.to_string());
-                r.finished_at = Some(now_iso());
-                let _ = run::write(runs, &r);
-            }
-        }
-    }
 }
 
 /// The circuit breaker tripped for this run's sweep: cancel it (and its entry's later chunks) without
@@ -397,14 +371,12 @@ fn cancel_by_breaker(repo: &Path, held: &mut Held, mut record: RunRecord, reason
     let _guard = ledger::lock_repo(repo).ok();
     let now = chrono::Utc::now();
     let why = format!("cancelled by the circuit breaker: {reason}");
-    record.status = RunStatus::Failed;
-    record.error = Some(why.clone());
-    record.finished_at = Some(crate::policy::iso(now));
+    record.fail(why.clone(), &crate::policy::iso(now));
     let _ = run::write(&runs, &record);
     let rest = update_entry(repo, held, &record, |entry| {
         entry.cancel(&record.run_id, &why)
     });
-    cancel_runs(&runs, &rest, &why);
+    run::cancel_queued(&runs, &rest, &why, &crate::policy::iso(now));
     note(&format!(
         "{} cancelled by the circuit breaker",
         record.run_id

@@ -2,12 +2,11 @@
 
 use super::output::Out;
 use super::{Failure, EXIT_OK};
-use crate::capture::run::{self, RunStatus};
 use crate::context::Context;
 use crate::discover::repo::RepoMapper;
-use crate::ledger::{self, cursor, EntryStatus};
+use crate::ledger::maintain::{self, Overview, ResetError};
+use crate::ledger::{self, cursor, EntryStatus, RunStatus};
 use crate::rules::Catalog;
-use crate::util::lock::FileLock;
 use std::path::{Path, PathBuf};
 
 /// `--repo DIR`, else the nearest directory at or above the current one that holds `.almanac/`.
@@ -44,25 +43,11 @@ pub fn status(
     out: &mut Out,
 ) -> Result<i32, Failure> {
     let repo = resolve_repo(cx, repo)?;
-    let loaded = ledger::load(&repo, cx.now, false)
-        .map_err(|e| Failure::Other(format!("{}: {e}", ledger::ledger_path(&repo).display())))?;
-    let runs_dir = ledger::runs_dir(&repo);
-    let runs = run::list(&runs_dir);
-    let worker_alive = FileLock::is_held(&crate::capture::worker::worker_lock_path(&repo));
-    let queued: Vec<&run::RunRecord> = runs
-        .iter()
-        .filter(|r| r.status == RunStatus::Queued)
-        .collect();
-    let running: Vec<&run::RunRecord> = runs
-        .iter()
-        .filter(|r| r.status == RunStatus::Running)
-        .collect();
-    let failures: Vec<&run::RunRecord> = runs
-        .iter()
-        .rev()
-        .filter(|r| r.status == RunStatus::Failed)
-        .take(5)
-        .collect();
+    let view = Overview::read(&repo, cx.now).map_err(Failure::Other)?;
+    let (loaded, worker_alive) = (&view.loaded, view.worker_alive);
+    let queued = view.with_status(RunStatus::Queued);
+    let running = view.with_status(RunStatus::Running);
+    let failures = view.recent_failures(5);
     if json {
         let entries: Vec<_> = loaded
             .ledger
@@ -166,7 +151,7 @@ pub fn reset(
 ) -> Result<i32, Failure> {
     let (m, file) = super::explain::locate(catalog, cx, transcript, None)?;
     let mut mapper = RepoMapper::new(&cx.almanac_home);
-    let ex = crate::sweep::examine(m.rule, &file, &mut mapper);
+    let ex = crate::discover::examine(m.rule, &file, &mut mapper);
     let repo = match repo {
         Some(r) => resolve_repo(cx, Some(r))?,
         None => ex.repo.clone().ok_or_else(|| {
@@ -176,63 +161,25 @@ pub fn reset(
             ))
         })?,
     };
-    let _guard = ledger::lock_repo(&repo).map_err(|e| {
-        Failure::Other(format!(
-            "cannot lock {}: {e}",
-            ledger::runs_dir(&repo).display()
-        ))
-    })?;
-    let mut loaded =
-        ledger::load(&repo, cx.now, true).map_err(|e| Failure::Other(e.to_string()))?;
     let path_text = file.path.display().to_string();
-    let by_id = ex
-        .session_id
-        .as_ref()
-        .map(|sid| ledger::key(&m.rule.id, sid));
-    let k = loaded
-        .ledger
-        .entries
-        .iter()
-        .find(|(k, e)| e.path == path_text || Some(*k) == by_id.as_ref())
-        .map(|(k, _)| k.clone());
-    let Some(k) = k else {
-        return Err(Failure::Usage(format!(
-            "{path_text}: not in the ledger of {}; nothing to reset",
-            repo.display()
-        )));
-    };
-    let entry = loaded.ledger.entries.get(&k).cloned().expect("found above");
-    if entry.status == EntryStatus::Pending {
-        return Err(Failure::Other(format!(
-            "{path_text}: capture run {} is pending; wait for it (see `almanac capture status`) and reset afterwards",
-            entry.pending_run_id.as_deref().unwrap_or("?")
-        )));
-    }
-    let action = if skip_existing {
+    let scan = || {
         let f = crate::discover::open_transcript(&file.path)
-            .map_err(|e| Failure::Other(format!("{path_text}: {e}")))?;
-        let scan = cursor::scan(f, 0).map_err(|e| Failure::Other(format!("{path_text}: {e}")))?;
-        let e = loaded.ledger.entries.get_mut(&k).expect("found above");
-        e.status = EntryStatus::Done;
-        e.last_captured_size = scan.complete_end;
-        e.last_captured_line = scan.new_lines;
-        e.last_captured_prefix_hash = scan.hash_at_end;
-        e.attempts = 0;
-        e.last_error = None;
-        e.attention = None;
-        e.path = path_text.clone();
-        e.file_id = Some(file.file_id);
-        e.baseline = true;
-        format!(
-            "marked lines 1-{} as captured; only later lines will be captured",
-            scan.new_lines
-        )
-    } else {
-        loaded.ledger.entries.remove(&k);
-        "forgot its capture state; the next sweep starts it over".to_string()
+            .map_err(|e| format!("{path_text}: {e}"))?;
+        cursor::scan(f, 0).map_err(|e| format!("{path_text}: {e}"))
     };
-    ledger::save(&repo, &mut loaded.ledger, cx.now)
-        .map_err(|e| Failure::Other(format!("cannot save the ledger: {e}")))?;
+    let action = maintain::reset(
+        &repo,
+        (&path_text, file.file_id),
+        ex.session_id
+            .as_deref()
+            .map(|sid| (m.rule.id.as_str(), sid)),
+        skip_existing.then_some(&scan as &dyn Fn() -> Result<cursor::Scan, String>),
+        cx.now,
+    )
+    .map_err(|e| match e {
+        ResetError::NotInLedger(msg) => Failure::Usage(msg),
+        ResetError::Failed(msg) => Failure::Other(msg),
+    })?;
     if json {
         out.json(&serde_json::json!({"ok": true, "transcriptPath": path_text, "repoRoot": repo.display().to_string(), "action": action}));
     } else {
@@ -250,64 +197,11 @@ pub fn prune(
     out: &mut Out,
 ) -> Result<i32, Failure> {
     let repo = resolve_repo(cx, repo)?;
-    let runs_dir = ledger::runs_dir(&repo);
     let cutoff = cx.now - chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX);
-    let _guard = if dry_run {
-        None
-    } else {
-        Some(
-            ledger::lock_repo(&repo)
-                .map_err(|e| Failure::Other(format!("cannot lock {}: {e}", runs_dir.display())))?,
-        )
-    };
-    let mut loaded =
-        ledger::load(&repo, cx.now, !dry_run).map_err(|e| Failure::Other(e.to_string()))?;
-    let waited: std::collections::HashSet<String> = loaded
-        .ledger
-        .entries
-        .values()
-        .filter_map(|e| e.pending_run_id.clone())
-        .collect();
-    let mut removed_runs = Vec::new();
-    for r in run::list(&runs_dir) {
-        if !matches!(r.status, RunStatus::Done | RunStatus::Failed) || waited.contains(&r.run_id) {
-            continue;
-        }
-        let when = r
-            .finished_at
-            .as_deref()
-            .or(Some(r.created_at.as_str()))
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-        if when.is_some_and(|t| t < cutoff) {
-            if !dry_run {
-                for p in [
-                    run::record_path(&runs_dir, &r.run_id),
-                    PathBuf::from(&r.log_path),
-                    PathBuf::from(&r.prompt_path),
-                ] {
-                    // Only files inside this repo's runs/ directory are ever deleted.
-                    if p.parent() == Some(runs_dir.as_path()) {
-                        let _ = std::fs::remove_file(p);
-                    }
-                }
-            }
-            removed_runs.push(r.run_id);
-        }
-    }
-    let gone: Vec<String> = loaded
-        .ledger
-        .entries
-        .iter()
-        .filter(|(_, e)| e.status != EntryStatus::Pending && !Path::new(&e.path).exists())
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in &gone {
-        loaded.ledger.entries.remove(k);
-    }
-    if !dry_run && !gone.is_empty() {
-        ledger::save(&repo, &mut loaded.ledger, cx.now)
-            .map_err(|e| Failure::Other(format!("cannot save the ledger: {e}")))?;
-    }
+    let maintain::Pruned {
+        runs_removed: removed_runs,
+        entries_removed: gone,
+    } = maintain::prune(&repo, cutoff, dry_run, cx.now).map_err(Failure::Other)?;
     if json {
         out.json(&serde_json::json!({"ok": true, "dryRun": dry_run, "repoRoot": repo.display().to_string(), "runsRemoved": removed_runs, "entriesRemoved": gone}));
     } else {

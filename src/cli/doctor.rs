@@ -211,11 +211,11 @@ pub fn doctor(
         ));
         // Recent failed runs in each repo (they are retried by the next sweep, within max_attempts).
         for repo in &repos {
-            let runs = crate::capture::run::list(&crate::ledger::runs_dir(Path::new(repo)));
+            let runs = crate::ledger::record::list(&crate::ledger::runs_dir(Path::new(repo)));
             for r in runs
                 .iter()
                 .rev()
-                .filter(|r| r.status == crate::capture::run::RunStatus::Failed)
+                .filter(|r| r.status == crate::ledger::RunStatus::Failed)
                 .take(3)
             {
                 checks.push(check(
@@ -233,7 +233,7 @@ pub fn doctor(
             }
         }
         for item in &summary.needs_attention {
-            let fix = match item.reason.as_str() {
+            let fix = match item.reason.code() {
                 "prefix-mismatch" | "retry-budget-exhausted" => {
                     Some(format!("almanac capture reset {}", item.transcript_path))
                 }

@@ -4,11 +4,12 @@
 use super::output::Out;
 use super::{Failure, EXIT_OK};
 use crate::context::Context;
+use crate::discover::examine;
 use crate::discover::repo::RepoMapper;
 use crate::discover::{resolve_roots, FoundFile};
 use crate::policy::{Decision, Settings};
 use crate::rules::{Catalog, RuleSet};
-use crate::sweep::{examine, explain_decision};
+use crate::sweep::explain_decision;
 use std::path::{Path, PathBuf};
 
 pub(super) struct Match<'a> {

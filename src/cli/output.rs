@@ -63,7 +63,7 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
     out.line(&format!("  skipped: {}", s.skipped.len()));
     let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
     for item in &s.skipped {
-        *by_reason.entry(item.reason.as_str()).or_default() += 1;
+        *by_reason.entry(item.reason.code()).or_default() += 1;
     }
     for (reason, n) in by_reason {
         out.line(&format!("    {reason}: {n}"));

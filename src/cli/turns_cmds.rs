@@ -172,7 +172,7 @@ pub fn sessions(
     let mut rows = Vec::new();
     for file in &files {
         let rule = catalog.get(&file.app).expect("walked apps exist");
-        let ex = crate::sweep::examine(rule, file, &mut mapper);
+        let ex = crate::discover::examine(rule, file, &mut mapper);
         if ex.subagent || ex.error.is_some() {
             continue;
         }

@@ -2,8 +2,11 @@
 //! Produces facts only; deciding what to do with them is `policy`'s job.
 
 pub mod cache;
+mod examined;
 pub mod head;
 pub mod repo;
+
+pub use examined::{examine, Examined};
 
 use crate::context::Context;
 use crate::rules::{RuleSet, Store};

@@ -2,6 +2,7 @@
 //! decision with a stable reason code. The checks, their order and their parameters come from
 //! `rules/policy.yaml`.
 
+use crate::reason::Reason;
 use crate::rules::{CheckKind, Policy};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -49,14 +50,22 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Eligible,
-    Skip(&'static str),
+    Skip(Reason),
+}
+
+/// Whether a skip for `reason` is reported under needsAttention (a person must look at it).
+pub fn needs_attention(policy: &Policy, reason: Reason) -> bool {
+    policy
+        .checks
+        .iter()
+        .any(|c| c.kind.reason() == reason && c.kind.needs_attention())
 }
 
 /// One check as evaluated, for `rules explain`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
-    pub check: &'static str,
+    pub check: Reason,
     pub enabled: bool,
     pub passed: bool,
     pub detail: String,
@@ -81,7 +90,7 @@ pub fn decide(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, Vec<St
     let mut decision = Decision::Eligible;
     for check in &policy.checks {
         let (passed, detail) = evaluate(&check.kind, f, s);
-        let code = check.kind.code();
+        let code = check.kind.reason();
         steps.push(Step {
             check: code,
             enabled: check.enabled,
@@ -101,7 +110,7 @@ pub fn decide_fast(policy: &Policy, f: &Facts<'_>, s: &Settings) -> (Decision, O
     for check in &policy.checks {
         if (check.enabled || check.kind.required()) && !passes(&check.kind, f, s) {
             return (
-                Decision::Skip(check.kind.code()),
+                Decision::Skip(check.kind.reason()),
                 Some(evaluate(&check.kind, f, s).1),
             );
         }
@@ -322,7 +331,7 @@ mod tests {
         );
         assert_eq!(
             decide(&p, &facts(None, "2026-05-11T10:00:00Z"), &settings()).0,
-            Decision::Skip("no-almanac-repo")
+            Decision::Skip(Reason::NoAlmanacRepo)
         );
         // Exactly quiet-old is eligible; a minute less is not.
         assert_eq!(
@@ -331,17 +340,20 @@ mod tests {
         );
         assert_eq!(
             decide(&p, &facts(Some(repo), "2026-05-11T11:16:00Z"), &settings()).0,
-            Decision::Skip("quiet-window")
+            Decision::Skip(Reason::QuietWindow)
         );
         let mut s = settings();
         s.capture_since = Some(at("2026-05-11T11:00:00Z"));
         assert_eq!(
             decide(&p, &facts(Some(repo), "2026-05-11T10:00:00Z"), &s).0,
-            Decision::Skip("before-automation-activation")
+            Decision::Skip(Reason::BeforeAutomationActivation)
         );
         let mut f = facts(Some(repo), "2026-05-11T10:00:00Z");
         f.captured_bytes = 100;
-        assert_eq!(decide(&p, &f, &settings()).0, Decision::Skip("unchanged"));
+        assert_eq!(
+            decide(&p, &f, &settings()).0,
+            Decision::Skip(Reason::Unchanged)
+        );
         // Truncated, or the same size in another file: not unchanged; the prefix check decides.
         f.captured_bytes = 200;
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
@@ -353,25 +365,25 @@ mod tests {
         f.pending = true;
         assert_eq!(
             decide(&p, &f, &settings()).0,
-            Decision::Skip("internal-almanac-session")
+            Decision::Skip(Reason::InternalAlmanacSession)
         );
         f.internal = false;
         assert_eq!(
             decide(&p, &f, &settings()).0,
-            Decision::Skip("capture-already-pending")
+            Decision::Skip(Reason::CaptureAlreadyPending)
         );
         f.pending = false;
         f.failed_attempts = 3;
         assert_eq!(
             decide(&p, &f, &settings()).0,
-            Decision::Skip("retry-budget-exhausted")
+            Decision::Skip(Reason::RetryBudgetExhausted)
         );
         f.failed_attempts = 2;
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
         f.new_user_turns = Some(0);
         assert_eq!(
             decide(&p, &f, &settings()).0,
-            Decision::Skip("no-new-turns")
+            Decision::Skip(Reason::NoNewTurns)
         );
         f.new_user_turns = Some(1);
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
@@ -478,6 +490,9 @@ mod tests {
         };
         let mut f = facts(Some(repo), "2026-05-11T11:59:00Z");
         f.captured_bytes = 100;
-        assert_eq!(decide(&p2, &f, &settings()).0, Decision::Skip("unchanged"));
+        assert_eq!(
+            decide(&p2, &f, &settings()).0,
+            Decision::Skip(Reason::Unchanged)
+        );
     }
 }

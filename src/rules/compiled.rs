@@ -300,18 +300,24 @@ pub enum CheckKind {
 impl CheckKind {
     /// The stable kebab-case reason code a failing check reports.
     pub fn code(&self) -> &'static str {
+        self.reason().code()
+    }
+
+    /// The reason a transcript is skipped when this check fails.
+    pub fn reason(&self) -> crate::reason::Reason {
+        use crate::reason::Reason;
         match self {
-            CheckKind::NoSessionId => "no-session-id",
-            CheckKind::NoCwd => "no-cwd",
-            CheckKind::NoAlmanacRepo => "no-almanac-repo",
-            CheckKind::InternalAlmanacSession => "internal-almanac-session",
-            CheckKind::ExcludedByRule => "excluded-by-rule",
-            CheckKind::CaptureAlreadyPending => "capture-already-pending",
-            CheckKind::RetryBudgetExhausted => "retry-budget-exhausted",
-            CheckKind::BeforeAutomationActivation => "before-automation-activation",
-            CheckKind::QuietWindow { .. } => "quiet-window",
-            CheckKind::Unchanged => "unchanged",
-            CheckKind::NoNewTurns => "no-new-turns",
+            CheckKind::NoSessionId => Reason::NoSessionId,
+            CheckKind::NoCwd => Reason::NoCwd,
+            CheckKind::NoAlmanacRepo => Reason::NoAlmanacRepo,
+            CheckKind::InternalAlmanacSession => Reason::InternalAlmanacSession,
+            CheckKind::ExcludedByRule => Reason::ExcludedByRule,
+            CheckKind::CaptureAlreadyPending => Reason::CaptureAlreadyPending,
+            CheckKind::RetryBudgetExhausted => Reason::RetryBudgetExhausted,
+            CheckKind::BeforeAutomationActivation => Reason::BeforeAutomationActivation,
+            CheckKind::QuietWindow { .. } => Reason::QuietWindow,
+            CheckKind::Unchanged => Reason::Unchanged,
+            CheckKind::NoNewTurns => Reason::NoNewTurns,
         }
     }
 

@@ -62,6 +62,54 @@ pub struct RunRecord {
     pub part_lines: Option<(u64, u64)>,
 }
 
+impl RunRecord {
+    /// The run ended without success: the error says why, in words.
+    pub fn fail(&mut self, error: impl Into<String>, now: &str) {
+        self.status = RunStatus::Failed;
+        self.error = Some(error.into());
+        self.finished_at = Some(now.to_string());
+    }
+
+    /// A queued run that must not run now fails with `why`; returns whether it was queued.
+    pub fn cancel_if_queued(&mut self, why: &str, now: &str) -> bool {
+        if self.status != RunStatus::Queued {
+            return false;
+        }
+        self.fail(why, now);
+        true
+    }
+
+    /// The worker `pid` starts it.
+    pub fn start(&mut self, pid: u32, now: &str) {
+        self.status = RunStatus::Running;
+        self.pid = Some(pid);
+        self.started_at = Some(now.to_string());
+    }
+
+    /// The agent finished: done, or failed with its error.
+    pub fn finish(&mut self, outcome: &Result<(), String>, now: &str) {
+        match outcome {
+            Ok(()) => {
+                self.status = RunStatus::Done;
+                self.finished_at = Some(now.to_string());
+            }
+            Err(e) => self.fail(e.clone(), now),
+        }
+    }
+}
+
+/// Marks each queued run in `ids` failed without running it (a chunk before it failed, or the circuit
+/// breaker stopped its sweep).
+pub fn cancel_queued(runs: &Path, ids: &[String], why: &str, now: &str) {
+    for id in ids {
+        if let Some(mut r) = read(runs, id) {
+            if r.cancel_if_queued(why, now) {
+                let _ = write(runs, &r);
+            }
+        }
+    }
+}
+
 pub fn record_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.json"))
 }

@@ -1,0 +1,65 @@
+//! What discovery learnt about one transcript: its head's fields and verdicts, and the repo it maps to.
+//! Shared by the sweep and the commands that explain or reset one transcript.
+
+use super::head::HeadScan;
+use super::repo::RepoMapper;
+use super::{cache, read_head, FoundFile};
+use crate::rules::RuleSet;
+use std::path::PathBuf;
+
+pub struct Examined {
+    /// The full head scan when the head was read now (None when it came from the discovery cache).
+    pub scan: Option<Box<HeadScan>>,
+    /// Why the head could not be read.
+    pub error: Option<String>,
+    pub session_id: Option<String>,
+    pub cwd: Option<String>,
+    pub repo: Option<PathBuf>,
+    pub subagent: bool,
+    /// The exclude_when test that held, if any.
+    pub excluded: Option<String>,
+}
+
+impl Examined {
+    pub fn from_head(scan: Result<HeadScan, String>) -> Examined {
+        match scan {
+            Ok(h) => Examined {
+                session_id: h.get("session_id").map(str::to_string),
+                cwd: h.get("cwd").map(str::to_string),
+                subagent: h.subagent.is_some(),
+                excluded: h.excluded.as_ref().map(|v| v.reason.clone()),
+                scan: Some(Box::new(h)),
+                error: None,
+                repo: None,
+            },
+            Err(e) => Examined {
+                scan: None,
+                error: Some(e),
+                session_id: None,
+                cwd: None,
+                repo: None,
+                subagent: false,
+                excluded: None,
+            },
+        }
+    }
+
+    pub fn from_cache(c: &cache::Cached) -> Examined {
+        Examined {
+            scan: None,
+            error: None,
+            session_id: c.session_id.clone(),
+            cwd: c.cwd.clone(),
+            repo: None,
+            subagent: c.subagent,
+            excluded: c.excluded.clone(),
+        }
+    }
+}
+
+/// Reads one transcript's head and maps its repo.
+pub fn examine(rule: &RuleSet, file: &FoundFile, mapper: &mut RepoMapper) -> Examined {
+    let mut ex = Examined::from_head(read_head(rule, file).map_err(|e| e.to_string()));
+    ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
+    ex
+}

@@ -1,0 +1,178 @@
+//! What `capture status`, `capture reset` and `capture prune` read and change in a repo's run store. The
+//! CLI renders the results; every change is made here, under the repo lock.
+
+use super::record::{self, RunRecord, RunStatus};
+use super::{cursor, key, ledger_path, lock_repo, runs_dir, EntryStatus, Loaded};
+use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
+
+/// A repo's capture state as `capture status` shows it (read only: a dry look at a corrupt ledger).
+pub struct Overview {
+    pub loaded: Loaded,
+    pub runs: Vec<RunRecord>,
+    pub worker_alive: bool,
+}
+
+impl Overview {
+    pub fn read(repo: &Path, now: DateTime<Utc>) -> Result<Overview, String> {
+        let loaded = super::load(repo, now, false)
+            .map_err(|e| format!("{}: {e}", ledger_path(repo).display()))?;
+        Ok(Overview {
+            loaded,
+            runs: record::list(&runs_dir(repo)),
+            worker_alive: super::worker_alive(repo),
+        })
+    }
+
+    pub fn with_status(&self, status: RunStatus) -> Vec<&RunRecord> {
+        self.runs.iter().filter(|r| r.status == status).collect()
+    }
+
+    /// The latest failed runs, newest first.
+    pub fn recent_failures(&self, n: usize) -> Vec<&RunRecord> {
+        self.runs
+            .iter()
+            .rev()
+            .filter(|r| r.status == RunStatus::Failed)
+            .take(n)
+            .collect()
+    }
+}
+
+/// Why a reset did not happen: the words say what to do.
+pub enum ResetError {
+    /// The transcript has no entry (a usage error).
+    NotInLedger(String),
+    Failed(String),
+}
+
+/// Resets one transcript's entry, found by its path or by `app` and `session_id`: forgets it, or with
+/// `skip_existing` marks every complete line of it as captured (`scan` reads the transcript). Returns
+/// what was done, in words. A pending entry is left alone: its run is still to finish.
+pub fn reset(
+    repo: &Path,
+    transcript: (&str, (u64, u64)),
+    id: Option<(&str, &str)>,
+    skip_existing: Option<&dyn Fn() -> Result<cursor::Scan, String>>,
+    now: DateTime<Utc>,
+) -> Result<String, ResetError> {
+    let (path_text, file_id) = transcript;
+    let _guard = lock_repo(repo).map_err(|e| {
+        ResetError::Failed(format!("cannot lock {}: {e}", runs_dir(repo).display()))
+    })?;
+    let mut loaded = super::load(repo, now, true).map_err(|e| ResetError::Failed(e.to_string()))?;
+    let by_id = id.map(|(app, sid)| key(app, sid));
+    let k = loaded
+        .ledger
+        .entries
+        .iter()
+        .find(|(k, e)| e.path == path_text || Some(*k) == by_id.as_ref())
+        .map(|(k, _)| k.clone())
+        .ok_or_else(|| {
+            ResetError::NotInLedger(format!(
+                "{path_text}: not in the ledger of {}; nothing to reset",
+                repo.display()
+            ))
+        })?;
+    let entry = loaded.ledger.entries.get_mut(&k).expect("found above");
+    if entry.status == EntryStatus::Pending {
+        return Err(ResetError::Failed(format!(
+            "{path_text}: capture run {} is pending; wait for it (see `almanac capture status`) and reset afterwards",
+            entry.pending_run_id.as_deref().unwrap_or("?")
+        )));
+    }
+    let action = match skip_existing {
+        Some(scan) => {
+            let scan = scan().map_err(ResetError::Failed)?;
+            entry.reset_cursor(
+                scan.complete_end,
+                scan.new_lines,
+                scan.hash_at_end,
+                (path_text.to_string(), file_id),
+            );
+            format!(
+                "marked lines 1-{} as captured; only later lines will be captured",
+                scan.new_lines
+            )
+        }
+        None => {
+            loaded.ledger.entries.remove(&k);
+            "forgot its capture state; the next sweep starts it over".to_string()
+        }
+    };
+    super::save(repo, &mut loaded.ledger, now)
+        .map_err(|e| ResetError::Failed(format!("cannot save the ledger: {e}")))?;
+    Ok(action)
+}
+
+/// What `capture prune` removed (or, in a dry run, would remove).
+pub struct Pruned {
+    pub runs_removed: Vec<String>,
+    pub entries_removed: Vec<String>,
+}
+
+/// Removes finished run records (and their logs and prompts) that finished before `cutoff` and that no
+/// entry waits for, and the entries of transcripts that no longer exist. A dry run changes nothing.
+pub fn prune(
+    repo: &Path,
+    cutoff: DateTime<Utc>,
+    dry_run: bool,
+    now: DateTime<Utc>,
+) -> Result<Pruned, String> {
+    let runs = runs_dir(repo);
+    let _guard = match dry_run {
+        true => None,
+        false => Some(lock_repo(repo).map_err(|e| format!("cannot lock {}: {e}", runs.display()))?),
+    };
+    let mut loaded = super::load(repo, now, !dry_run).map_err(|e| e.to_string())?;
+    let waited: std::collections::HashSet<String> = loaded
+        .ledger
+        .entries
+        .values()
+        .filter_map(|e| e.pending_run_id.clone())
+        .collect();
+    let mut runs_removed = Vec::new();
+    for r in record::list(&runs) {
+        if !matches!(r.status, RunStatus::Done | RunStatus::Failed) || waited.contains(&r.run_id) {
+            continue;
+        }
+        let when = r
+            .finished_at
+            .as_deref()
+            .or(Some(r.created_at.as_str()))
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok());
+        if when.is_some_and(|t| t < cutoff) {
+            if !dry_run {
+                for p in [
+                    record::record_path(&runs, &r.run_id),
+                    PathBuf::from(&r.log_path),
+                    PathBuf::from(&r.prompt_path),
+                ] {
+                    // Only files inside this repo's runs/ directory are ever deleted.
+                    if p.parent() == Some(runs.as_path()) {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+            }
+            runs_removed.push(r.run_id);
+        }
+    }
+    let entries_removed: Vec<String> = loaded
+        .ledger
+        .entries
+        .iter()
+        .filter(|(_, e)| e.status != EntryStatus::Pending && !Path::new(&e.path).exists())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &entries_removed {
+        loaded.ledger.entries.remove(k);
+    }
+    if !dry_run && !entries_removed.is_empty() {
+        super::save(repo, &mut loaded.ledger, now)
+            .map_err(|e| format!("cannot save the ledger: {e}"))?;
+    }
+    Ok(Pruned {
+        runs_removed,
+        entries_removed,
+    })
+}

@@ -1,0 +1,227 @@
+//! A repo's ledger and run records as a sweep or the worker starts from them: loaded, then reconciled so
+//! that a run that finished (or whose worker died) is reflected in its entry before any decision.
+
+use super::record::{self, RunRecord, RunStatus};
+use super::{runs_dir, EntryStatus, Ledger};
+use crate::reason::Reason;
+use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
+
+pub struct RepoState {
+    pub repo: PathBuf,
+    pub ledger: Ledger,
+    /// Set when anything in the ledger may have changed: an unchanged ledger is not rewritten.
+    pub dirty: bool,
+    pub corrupt: Option<super::Corrupt>,
+    pub worker_alive: bool,
+}
+
+impl RepoState {
+    /// Reads the repo's ledger. `live` renames a corrupt ledger aside; a dry run only reports it.
+    pub fn load(repo: &Path, now: DateTime<Utc>, live: bool) -> std::io::Result<RepoState> {
+        if live {
+            crate::util::atomic::remove_stale_temps(&runs_dir(repo));
+        }
+        let loaded = super::load(repo, now, live)?;
+        Ok(RepoState {
+            repo: repo.to_path_buf(),
+            dirty: loaded.corrupt.is_some(),
+            ledger: loaded.ledger,
+            corrupt: loaded.corrupt,
+            worker_alive: super::worker_alive(repo),
+        })
+    }
+
+    pub fn changed(&self) -> bool {
+        self.dirty
+    }
+
+    /// Brings pending entries and their run records into agreement before any decision: a finished run
+    /// moves or fails its entry's cursor (the worker may have died between the two writes); a `running`
+    /// run with no live worker failed (`worker-lost`). Only pending entries' records are read. The run
+    /// records it changes are written when `write` (a dry run writes nothing). Queued runs that no entry
+    /// waits for are left to the worker, which fails them as orphans.
+    pub fn reconcile(&mut self, now: DateTime<Utc>, write: bool) {
+        let runs = runs_dir(&self.repo);
+        let now_iso = crate::policy::iso(now);
+        let mut changed = Vec::new();
+        let mut cancelled = Vec::new();
+        for entry in self.ledger.entries.values_mut() {
+            // A chunked part has several runs: follow them while they are finished.
+            while entry.status == EntryStatus::Pending {
+                self.dirty = true;
+                let Some(run_id) = entry.pending_run_id.clone() else {
+                    entry.status = EntryStatus::Done;
+                    break;
+                };
+                let Some(mut r) = record::read(&runs, &run_id) else {
+                    cancelled.extend(entry.fail(&run_id, "the run record is missing"));
+                    break;
+                };
+                if r.status == RunStatus::Running && !self.worker_alive {
+                    r.fail(worker_lost(&r), &now_iso);
+                    changed.push(r.clone());
+                }
+                match r.status {
+                    RunStatus::Done => {
+                        entry.complete(&run_id, r.finished_at.as_deref().unwrap_or(&now_iso))
+                    }
+                    RunStatus::Failed => {
+                        cancelled.extend(
+                            entry.fail(&run_id, r.error.as_deref().unwrap_or("the run failed")),
+                        );
+                        break;
+                    }
+                    RunStatus::Queued | RunStatus::Running => break,
+                }
+            }
+        }
+        for id in cancelled {
+            if let Some(mut r) = record::read(&runs, &id) {
+                if r.cancel_if_queued(CANCELLED_AFTER_FAILED_CHUNK, &now_iso) {
+                    changed.push(r);
+                }
+            }
+        }
+        if write {
+            for r in &changed {
+                let _ = record::write(&runs, r);
+            }
+        }
+    }
+
+    /// Whether a run is waiting for a worker.
+    pub fn has_pending(&self) -> bool {
+        self.ledger
+            .entries
+            .values()
+            .any(|e| e.status == EntryStatus::Pending)
+    }
+
+    pub fn save(&mut self, now: DateTime<Utc>) -> std::io::Result<()> {
+        super::save(&self.repo, &mut self.ledger, now)
+    }
+}
+
+const CANCELLED_AFTER_FAILED_CHUNK: &str = "cancelled: an earlier chunk of this transcript failed";
+
+fn worker_lost(r: &RunRecord) -> String {
+    format!(
+        "{}: the worker (pid {}) ended before the run finished",
+        Reason::WorkerLost,
+        r.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{key, record, LedgerEntry, PendingChunk};
+
+    fn run(id: &str, status: RunStatus) -> RunRecord {
+        RunRecord {
+            version: 1,
+            run_id: id.into(),
+            status,
+            repo_root: "/r".into(),
+            app: "claude".into(),
+            session_id: "s1".into(),
+            transcript_path: "/t/s1.jsonl".into(),
+            from_line: 1,
+            to_line: 30,
+            from_byte: 0,
+            to_byte: 300,
+            prefix_hash: "sha256:300".into(),
+            agent: "claude".into(),
+            agent_session_id: None,
+            pid: Some(4_000_000),
+            agent_pid: None,
+            created_at: "2026-11-30T00:00:00.000Z".into(),
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            error: None,
+            prompt_path: String::new(),
+            log_path: String::new(),
+            sweep_id: None,
+            chunk: None,
+            part_lines: None,
+        }
+    }
+
+    /// A repo whose one entry waits for `run_1` (and `run_2` behind it), with the given run records.
+    fn repo_waiting(records: &[RunRecord]) -> (tempfile::TempDir, RepoState) {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = runs_dir(dir.path());
+        std::fs::create_dir_all(&runs).unwrap();
+        for r in records {
+            record::write(&runs, r).unwrap();
+        }
+        let mut e = LedgerEntry::fresh("claude", "s1", "/t/s1.jsonl");
+        let c = |id: &str, to: u64| PendingChunk {
+            run_id: id.into(),
+            to_size: to,
+            to_line: to / 10,
+            prefix_hash: format!("sha256:{to}"),
+        };
+        e.mark_pending(c("run_1", 300), "2026-11-30T00:00:00.000Z");
+        e.add_later_chunk(c("run_2", 600));
+        let mut ledger = Ledger::default();
+        ledger.entries.insert(key("claude", "s1"), e);
+        crate::ledger::save(dir.path(), &mut ledger, Utc::now()).unwrap();
+        let state = RepoState::load(dir.path(), Utc::now(), true).unwrap();
+        (dir, state)
+    }
+
+    fn entry(state: &RepoState) -> &LedgerEntry {
+        &state.ledger.entries[&key("claude", "s1")]
+    }
+
+    #[test]
+    fn a_running_run_whose_worker_died_fails_as_worker_lost() {
+        let (dir, mut state) = repo_waiting(&[
+            run("run_1", RunStatus::Running),
+            run("run_2", RunStatus::Queued),
+        ]);
+        assert!(!state.worker_alive);
+        state.reconcile(Utc::now(), true);
+        assert!(state.changed());
+        let e = entry(&state);
+        assert_eq!(e.status, EntryStatus::Failed);
+        assert_eq!((e.attempts, e.last_captured_size), (1, 0));
+        let runs = runs_dir(dir.path());
+        let r1 = record::read(&runs, "run_1").unwrap();
+        assert_eq!(r1.status, RunStatus::Failed);
+        assert!(r1
+            .error
+            .unwrap()
+            .starts_with("worker-lost: the worker (pid 4000000)"));
+        let r2 = record::read(&runs, "run_2").unwrap();
+        assert_eq!(r2.status, RunStatus::Failed, "the later chunk is cancelled");
+    }
+
+    #[test]
+    fn finished_runs_move_the_cursor_through_every_done_chunk() {
+        let mut done = run("run_1", RunStatus::Done);
+        done.finished_at = Some("2026-11-30T01:00:00.000Z".into());
+        let (_dir, mut state) = repo_waiting(&[done, run("run_2", RunStatus::Queued)]);
+        state.reconcile(Utc::now(), true);
+        let e = entry(&state);
+        assert_eq!(e.status, EntryStatus::Pending, "the second chunk now waits");
+        assert!(e.waits_for("run_2"));
+        assert_eq!(e.last_captured_size, 300);
+        assert_eq!(
+            e.last_captured_at.as_deref(),
+            Some("2026-11-30T01:00:00.000Z")
+        );
+    }
+
+    #[test]
+    fn a_dry_reconcile_writes_no_run_record() {
+        let (dir, mut state) = repo_waiting(&[run("run_1", RunStatus::Running)]);
+        state.reconcile(Utc::now(), false);
+        assert_eq!(entry(&state).status, EntryStatus::Failed);
+        let r1 = record::read(&runs_dir(dir.path()), "run_1").unwrap();
+        assert_eq!(r1.status, RunStatus::Running, "nothing on disk changed");
+    }
+}

@@ -1,0 +1,123 @@
+//! Every reason code almanac reports: why a transcript was skipped, why it needs attention, why a run
+//! failed. One type for the policy's checks, the sweep, `rules explain`, `capture status` and `doctor`;
+//! each serialises to its stable kebab-case code, the string the JSON output and the docs use.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    // The policy's checks (rules/policy.yaml), in their default order.
+    NoSessionId,
+    NoCwd,
+    NoAlmanacRepo,
+    InternalAlmanacSession,
+    ExcludedByRule,
+    CaptureAlreadyPending,
+    RetryBudgetExhausted,
+    BeforeAutomationActivation,
+    QuietWindow,
+    Unchanged,
+    NoNewTurns,
+    // What the sweep finds beyond the policy.
+    /// A subagent's transcript: part of its parent session, never captured on its own.
+    Subagent,
+    /// Another file in the same repo holds the same session; that one is captured.
+    DuplicateSession,
+    ReadFailed,
+    PrefixMismatch,
+    BudgetDeferred,
+    CaptureStartFailed,
+    // The run store.
+    LedgerCorrupt,
+    LedgerUnreadable,
+    LedgerUnwritable,
+    // A run that ended without the agent finishing it.
+    /// The worker ended before the run finished.
+    WorkerLost,
+    /// A queued run no ledger entry waits for.
+    Orphaned,
+}
+
+impl Reason {
+    pub const fn code(self) -> &'static str {
+        match self {
+            Reason::NoSessionId => "no-session-id",
+            Reason::NoCwd => "no-cwd",
+            Reason::NoAlmanacRepo => "no-almanac-repo",
+            Reason::InternalAlmanacSession => "internal-almanac-session",
+            Reason::ExcludedByRule => "excluded-by-rule",
+            Reason::CaptureAlreadyPending => "capture-already-pending",
+            Reason::RetryBudgetExhausted => "retry-budget-exhausted",
+            Reason::BeforeAutomationActivation => "before-automation-activation",
+            Reason::QuietWindow => "quiet-window",
+            Reason::Unchanged => "unchanged",
+            Reason::NoNewTurns => "no-new-turns",
+            Reason::Subagent => "subagent",
+            Reason::DuplicateSession => "duplicate-session",
+            Reason::ReadFailed => "read-failed",
+            Reason::PrefixMismatch => "prefix-mismatch",
+            Reason::BudgetDeferred => "budget-deferred",
+            Reason::CaptureStartFailed => "capture-start-failed",
+            Reason::LedgerCorrupt => "ledger-corrupt",
+            Reason::LedgerUnreadable => "ledger-unreadable",
+            Reason::LedgerUnwritable => "ledger-unwritable",
+            Reason::WorkerLost => "worker-lost",
+            Reason::Orphaned => "orphaned",
+        }
+    }
+
+    /// Every reason, for docs and tests.
+    pub const ALL: [Reason; 22] = [
+        Reason::NoSessionId,
+        Reason::NoCwd,
+        Reason::NoAlmanacRepo,
+        Reason::InternalAlmanacSession,
+        Reason::ExcludedByRule,
+        Reason::CaptureAlreadyPending,
+        Reason::RetryBudgetExhausted,
+        Reason::BeforeAutomationActivation,
+        Reason::QuietWindow,
+        Reason::Unchanged,
+        Reason::NoNewTurns,
+        Reason::Subagent,
+        Reason::DuplicateSession,
+        Reason::ReadFailed,
+        Reason::PrefixMismatch,
+        Reason::BudgetDeferred,
+        Reason::CaptureStartFailed,
+        Reason::LedgerCorrupt,
+        Reason::LedgerUnreadable,
+        Reason::LedgerUnwritable,
+        Reason::WorkerLost,
+        Reason::Orphaned,
+    ];
+
+    /// The reason a code names, if any (codes in files and flags are read through this).
+    pub fn from_code(code: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.code() == code)
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialises_to_its_code_and_back() {
+        for r in Reason::ALL {
+            assert_eq!(
+                serde_json::to_value(r).unwrap(),
+                serde_json::Value::String(r.code().into())
+            );
+            assert_eq!(Reason::from_code(r.code()), Some(r));
+        }
+        assert_eq!(Reason::from_code("nope"), None);
+    }
+}

@@ -1,0 +1,440 @@
+//! Phase 2, decide: repo by repo (two at a time), lock (live) and load the ledger, reconcile it with its
+//! run records, and ask the policy about each of the repo's transcripts from a small view of its entry.
+//! Only the entries of eligible transcripts are kept, so memory does not grow with every ledger together.
+
+use super::gather::Candidate;
+use super::summary::{SkippedItem, Summary};
+use crate::discover::{Examined, FoundFile};
+use crate::ledger::{self, key, LedgerEntry, RepoState};
+use crate::policy::{self, Decision, Facts, Settings, Step};
+use crate::reason::Reason;
+use crate::rules::{Catalog, RuleSet};
+use crate::util::lock::FileLock;
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// What the policy needs of a transcript's ledger entry: a few numbers instead of the entry, so a sweep
+/// over 100k transcripts need not hold every ledger at once.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryView {
+    captured_bytes: u64,
+    same_file: bool,
+    pending: bool,
+    failed_attempts: u32,
+    /// The uncaptured part was already read at this very size and held no user turn.
+    no_turns_at_this_size: bool,
+}
+
+impl EntryView {
+    pub fn of(e: &LedgerEntry, file: &FoundFile) -> EntryView {
+        let same = same_file(e, file);
+        EntryView {
+            captured_bytes: e.last_captured_size,
+            same_file: same,
+            pending: e.status == ledger::EntryStatus::Pending,
+            failed_attempts: if e.status == ledger::EntryStatus::Failed {
+                e.attempts
+            } else {
+                0
+            },
+            no_turns_at_this_size: same && e.no_turns_through == Some(file.size),
+        }
+    }
+}
+
+fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
+    e.file_id == Some(file.file_id)
+        && match file.path.to_str() {
+            Some(p) => e.path == p,
+            None => e.path.as_str() == file.path.to_string_lossy(),
+        }
+}
+
+/// The policy's facts for one transcript, given its ledger entry (as a view).
+pub fn facts<'a>(
+    rule: &'a RuleSet,
+    file: &FoundFile,
+    ex: &'a Examined,
+    entry: Option<EntryView>,
+    internal: bool,
+) -> Facts<'a> {
+    Facts {
+        app: &rule.id,
+        session_id: ex.session_id.as_deref(),
+        cwd: ex.cwd.as_deref(),
+        repo: ex.repo.as_deref(),
+        excluded_by: ex.excluded.as_deref(),
+        mtime: DateTime::<Utc>::from(file.mtime),
+        size: file.size,
+        captured_bytes: entry.map(|e| e.captured_bytes).unwrap_or(0),
+        same_file: entry.is_none_or(|e| e.same_file),
+        internal,
+        pending: entry.is_some_and(|e| e.pending),
+        failed_attempts: entry.map(|e| e.failed_attempts).unwrap_or(0),
+        // Already read at this size and found without a user turn: no need to read it again.
+        new_user_turns: entry.filter(|e| e.no_turns_at_this_size).map(|_| 0),
+    }
+}
+
+/// Evaluates the policy for `rules explain`, with the repo's ledger read (never written).
+pub fn explain_decision(
+    catalog: &Catalog,
+    rule: &RuleSet,
+    file: &FoundFile,
+    ex: &Examined,
+    settings: &Settings,
+    now: DateTime<Utc>,
+) -> (Decision, Vec<Step>) {
+    let state = ex
+        .repo
+        .as_ref()
+        .and_then(|r| RepoState::load(r, now, false).ok());
+    let (view, internal) = match (&state, &ex.session_id) {
+        (Some(s), Some(sid)) => (
+            s.ledger
+                .entries
+                .get(&key(&rule.id, sid))
+                .map(|e| EntryView::of(e, file)),
+            s.ledger.agent_sessions.contains(sid),
+        ),
+        _ => (None, false),
+    };
+    policy::decide(
+        &catalog.policy,
+        &facts(rule, file, ex, view, internal),
+        settings,
+    )
+}
+
+/// One transcript's decision, made while its repo's ledger was loaded.
+pub struct Decided {
+    pub view: Option<EntryView>,
+    pub decision: Decision,
+    pub detail: Option<String>,
+    /// The ledger entry, kept only for an eligible transcript (its new part is read against it).
+    pub entry: Option<Box<LedgerEntry>>,
+}
+
+fn decide_one(
+    catalog: &Catalog,
+    (file, ex): &Candidate,
+    entry: Option<&LedgerEntry>,
+    internal: bool,
+    settings: &Settings,
+) -> Decided {
+    let rule = catalog.get(&file.app).expect("walked apps exist");
+    let view = entry.map(|e| EntryView::of(e, file));
+    let (decision, detail) = policy::decide_fast(
+        &catalog.policy,
+        &facts(rule, file, ex, view, internal),
+        settings,
+    );
+    Decided {
+        view,
+        entry: if decision == Decision::Eligible {
+            entry.map(|e| Box::new(e.clone()))
+        } else {
+            None
+        },
+        decision,
+        detail,
+    }
+}
+
+/// An eligible transcript: its new part is read next.
+pub struct Work {
+    pub idx: usize,
+    /// Boxed: thousands of eligible transcripts (a first sweep) mostly have no entry.
+    pub entry: Option<Box<LedgerEntry>>,
+}
+
+/// A repo whose ledger was read: what the act phase needs to know of it.
+pub struct RepoDone {
+    pub repo: PathBuf,
+    pub worker_alive: bool,
+    pub has_pending: bool,
+}
+
+pub struct Decisions {
+    pub work: Vec<Work>,
+    pub repos: Vec<RepoDone>,
+    /// Repo locks held (live) until the sweep has acted.
+    pub guards: Vec<FileLock>,
+}
+
+/// Decides every candidate; skips and attention items go to the summary, eligible ones come back.
+pub fn decide(
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    settings: &Settings,
+    live: bool,
+    summary: &mut Summary,
+) -> Decisions {
+    let mut by_repo: BTreeMap<&std::ffi::OsStr, Vec<usize>> = BTreeMap::new();
+    for (i, (_, ex)) in candidates.iter().enumerate() {
+        if let Some(r) = &ex.repo {
+            by_repo.entry(r.as_os_str()).or_default().push(i);
+        }
+    }
+    let groups: Vec<(&Path, Vec<usize>)> = by_repo
+        .into_iter()
+        .map(|(r, v)| (Path::new(r), v))
+        .collect();
+    let mut passes = crate::util::par::map(&groups, |(repo, idxs)| {
+        repo_pass(repo, idxs, candidates, catalog, settings, live)
+    });
+    drop(groups);
+    let internal: HashSet<String> = passes
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.agent_sessions))
+        .collect();
+    let mut decided: Vec<Option<Decided>> = (0..candidates.len()).map(|_| None).collect();
+    let mut out = Decisions {
+        work: Vec::new(),
+        repos: Vec::with_capacity(passes.len()),
+        guards: Vec::new(),
+    };
+    for pass in passes {
+        report_store_problems(&pass, live, summary);
+        out.guards.extend(pass.guard);
+        for (i, d) in pass.decided {
+            decided[i] = Some(d);
+        }
+        if pass.error.is_none() {
+            out.repos.push(RepoDone {
+                repo: pass.repo,
+                worker_alive: pass.worker_alive,
+                has_pending: pass.has_pending,
+            });
+        }
+    }
+    // Report the decisions in order; collect the transcripts whose new part must be read.
+    for (i, c) in candidates.iter().enumerate() {
+        let d = match &c.1.repo {
+            Some(_) => match decided[i].take() {
+                Some(d) => d,
+                None => continue, // the repo's ledger could not be read or locked; reported above
+            },
+            None => decide_one(catalog, c, None, false, settings),
+        };
+        if let Some(w) = settle(catalog, c, i, d, &internal, settings, summary) {
+            out.work.push(w);
+        }
+    }
+    out
+}
+
+/// The final word on one transcript: an agent session recorded in another repo's ledger is ours too (a
+/// duplicate stays one); a skip is reported; an eligible transcript becomes work.
+fn settle(
+    catalog: &Catalog,
+    (file, ex): &Candidate,
+    idx: usize,
+    d: Decided,
+    internal: &HashSet<String>,
+    settings: &Settings,
+    summary: &mut Summary,
+) -> Option<Work> {
+    let Decided {
+        view,
+        mut decision,
+        mut detail,
+        entry,
+    } = d;
+    if decision != Decision::Skip(Reason::DuplicateSession)
+        && ex
+            .session_id
+            .as_deref()
+            .is_some_and(|s| internal.contains(s))
+    {
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        (decision, detail) = policy::decide_fast(
+            &catalog.policy,
+            &facts(rule, file, ex, view, true),
+            settings,
+        );
+    }
+    match decision {
+        Decision::Skip(reason) => {
+            let item = SkippedItem::of(file, ex, reason, detail);
+            if policy::needs_attention(&catalog.policy, reason) {
+                summary.attention(item);
+            } else {
+                summary.skip(item);
+            }
+            None
+        }
+        Decision::Eligible => Some(Work { idx, entry }),
+    }
+}
+
+/// What one repo's pass leaves for the rest of the sweep.
+struct RepoPass {
+    repo: PathBuf,
+    guard: Option<FileLock>,
+    /// Why the ledger could not be locked, read or written (its transcripts are then not decided).
+    error: Option<(Reason, String)>,
+    corrupt: Option<ledger::Corrupt>,
+    worker_alive: bool,
+    has_pending: bool,
+    agent_sessions: BTreeSet<String>,
+    decided: Vec<(usize, Decided)>,
+}
+
+fn report_store_problems(pass: &RepoPass, live: bool, summary: &mut Summary) {
+    let repo = &pass.repo;
+    if let Some(c) = &pass.corrupt {
+        let detail = format!(
+            "{} did not parse ({}); {} it and started a fresh ledger",
+            ledger::ledger_path(repo).display(),
+            c.error,
+            if live {
+                "moved"
+            } else {
+                "a live sweep would move"
+            }
+        );
+        summary.attention(SkippedItem::of_store(
+            repo,
+            &c.moved_to,
+            Reason::LedgerCorrupt,
+            detail,
+        ));
+    }
+    if let Some((reason, detail)) = &pass.error {
+        summary.attention(SkippedItem::of_store(
+            repo,
+            &ledger::ledger_path(repo),
+            *reason,
+            detail.clone(),
+        ));
+    }
+}
+
+/// Locks (live) and loads one repo's ledger, reconciles it with its run records (a live sweep saves the
+/// result at once), and decides each of the repo's transcripts. The ledger is dropped on return.
+fn repo_pass(
+    repo: &Path,
+    idxs: &[usize],
+    candidates: &[Candidate],
+    catalog: &Catalog,
+    settings: &Settings,
+    live: bool,
+) -> RepoPass {
+    let mut pass = RepoPass {
+        repo: repo.to_path_buf(),
+        guard: None,
+        error: None,
+        corrupt: None,
+        worker_alive: false,
+        has_pending: false,
+        agent_sessions: Default::default(),
+        decided: Vec::new(),
+    };
+    let mut state = match load_reconciled(repo, settings.now, live, &mut pass) {
+        Ok(s) => s,
+        Err(e) => {
+            pass.error = Some(e);
+            return pass;
+        }
+    };
+    pass.worker_alive = state.worker_alive;
+    pass.has_pending = state.has_pending();
+    let entries = &state.ledger.entries;
+    let keys: Vec<Option<String>> = idxs
+        .iter()
+        .map(|&i| {
+            let (file, ex) = &candidates[i];
+            ex.session_id.as_deref().map(|sid| key(&file.app, sid))
+        })
+        .collect();
+    let chosen = choose_among_copies(idxs, &keys, candidates, entries);
+    pass.decided = idxs
+        .iter()
+        .zip(&keys)
+        .map(|(&i, k)| {
+            if let Some(k) = k {
+                if chosen.get(k.as_str()) != Some(&i) {
+                    return (i, duplicate());
+                }
+            }
+            let entry = k.as_ref().and_then(|k| entries.get(k));
+            let internal = candidates[i]
+                .1
+                .session_id
+                .as_ref()
+                .is_some_and(|s| state.ledger.agent_sessions.contains(s));
+            (
+                i,
+                decide_one(catalog, &candidates[i], entry, internal, settings),
+            )
+        })
+        .collect();
+    drop(chosen);
+    pass.agent_sessions = std::mem::take(&mut state.ledger.agent_sessions);
+    pass
+}
+
+/// The repo's ledger, locked (live; the lock goes into `pass`), loaded and reconciled; a live sweep
+/// writes what reconciling changed at once.
+fn load_reconciled(
+    repo: &Path,
+    now: DateTime<Utc>,
+    live: bool,
+    pass: &mut RepoPass,
+) -> Result<RepoState, (Reason, String)> {
+    if live {
+        let guard = ledger::open_for_writing(repo).map_err(|e| {
+            (
+                Reason::LedgerUnwritable,
+                format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
+            )
+        })?;
+        pass.guard = Some(guard);
+    }
+    let mut state =
+        RepoState::load(repo, now, live).map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
+    state.reconcile(now, live);
+    pass.corrupt = state.corrupt.take();
+    if live && state.changed() {
+        state
+            .save(now)
+            .map_err(|e| (Reason::LedgerUnwritable, e.to_string()))?;
+    }
+    Ok(state)
+}
+
+/// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor
+/// was set on wins, else the most recently modified. Returns the chosen candidate per ledger key.
+fn choose_among_copies<'k>(
+    idxs: &[usize],
+    keys: &'k [Option<String>],
+    candidates: &[Candidate],
+    entries: &BTreeMap<String, LedgerEntry>,
+) -> HashMap<&'k str, usize> {
+    let mut chosen: HashMap<&str, usize> = HashMap::new();
+    for (&i, k) in idxs.iter().zip(keys) {
+        let Some(k) = k else { continue };
+        let entry_path = entries.get(k).map(|e| e.path.as_str());
+        let on_cursor = |f: &FoundFile| entry_path == Some(f.path.to_str().unwrap_or(""));
+        let better =
+            |a: &FoundFile, b: &FoundFile| (on_cursor(a), a.mtime) > (on_cursor(b), b.mtime);
+        match chosen.get(k.as_str()) {
+            Some(&j) if !better(&candidates[i].0, &candidates[j].0) => {}
+            _ => {
+                chosen.insert(k, i);
+            }
+        }
+    }
+    chosen
+}
+
+fn duplicate() -> Decided {
+    Decided {
+        view: None,
+        decision: Decision::Skip(Reason::DuplicateSession),
+        detail: Some("another file holds the same session; that one is captured".into()),
+        entry: None,
+    }
+}

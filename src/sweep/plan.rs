@@ -1,0 +1,260 @@
+//! Phase 3, plan: read each eligible transcript's new part (in parallel: prefix check, complete lines,
+//! whether it holds a prompt), ask the policy again now that the part is known (`no-new-turns`), then
+//! spend the sweep's budget, most recently active first: what does not fit waits for the next sweep.
+
+use super::act::Updates;
+use super::decide::{facts, EntryView, Work};
+use super::gather::Candidate;
+use super::range::{
+    chunks_of, decide_range, est_tokens, new_part_turns, Chunk, Range, RangeOutcome,
+};
+use super::summary::{SkippedItem, Summary};
+use super::SweepOptions;
+use crate::ledger::{key, LedgerEntry};
+use crate::policy::{self, Decision};
+use crate::reason::Reason;
+use crate::rules::Catalog;
+use crate::turns::PartSummary;
+
+/// An eligible transcript whose new part was read, waiting for the budget.
+pub struct Plan {
+    idx: usize,
+    /// The ledger entry as the sweep found it.
+    entry: Option<Box<LedgerEntry>>,
+    r: Range,
+    /// The rule set has turn rules: the part's turns are summarised for the runs this sweep starts.
+    has_turns: bool,
+}
+
+/// A new part the budget lets this sweep start: the chunks that fit (at least one).
+pub struct Planned {
+    pub idx: usize,
+    pub entry: Option<Box<LedgerEntry>>,
+    pub r: Range,
+    pub chunks: Vec<Chunk>,
+    /// Chunks of the whole new part (more than `chunks` when the budget ran out midway).
+    pub of: u32,
+    pub part: Option<PartSummary>,
+}
+
+struct WorkResult {
+    outcome: Result<RangeOutcome, String>,
+    /// Whether the new part holds a user turn (None without turn rules); the summary itself waits for
+    /// the budget, so thousands of eligible transcripts hold no prompt text.
+    part: Result<Option<u64>, String>,
+    bytes_read: u64,
+}
+
+/// Reads the new parts and settles what reading them decides (unchanged, prefix mismatch, no new
+/// turns); the rest become plans.
+pub fn read_new_parts(
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    work: Vec<Work>,
+    opts: &SweepOptions,
+    updates: &mut Updates,
+    summary: &mut Summary,
+) -> Vec<Plan> {
+    let live = !opts.dry_run;
+    let results: Vec<WorkResult> = crate::util::par::map(&work, |w| {
+        let (file, _) = &candidates[w.idx];
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let mut bytes_read = 0;
+        // Hash when a prefix must be verified, or when a live run needs the new prefix's hash.
+        let hash = live || w.entry.is_some();
+        let outcome = decide_range(
+            rule,
+            file,
+            w.entry.as_deref(),
+            &opts.settings,
+            hash,
+            Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
+            &mut bytes_read,
+        );
+        let part = match &outcome {
+            // Only whether the part holds a prompt; the full count waits for the budget.
+            Ok(RangeOutcome::Capture(r)) => {
+                new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
+                    .map(|p| p.map(|p| p.user_turns))
+            }
+            _ => Ok(None),
+        };
+        WorkResult {
+            outcome,
+            part,
+            bytes_read,
+        }
+    });
+    work.into_iter()
+        .zip(results)
+        .filter_map(|(w, res)| settle(catalog, candidates, w, res, opts, updates, summary))
+        .collect()
+}
+
+fn settle(
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    w: Work,
+    res: WorkResult,
+    opts: &SweepOptions,
+    updates: &mut Updates,
+    summary: &mut Summary,
+) -> Option<Plan> {
+    let (file, ex) = &candidates[w.idx];
+    summary.stats.bytes_read += res.bytes_read;
+    // The policy always skips a transcript without these (no-almanac-repo and no-session-id are required).
+    let (repo, sid) = (ex.repo.as_deref()?, ex.session_id.as_deref()?);
+    let k = key(&file.app, sid);
+    let found = w.entry.as_deref();
+    let attention = |summary: &mut Summary, reason, detail| {
+        summary.attention(SkippedItem::of(file, ex, reason, Some(detail)))
+    };
+    let r = match res.outcome {
+        Err(e) => {
+            attention(summary, Reason::ReadFailed, e);
+            return None;
+        }
+        Ok(RangeOutcome::PrefixMismatch(detail)) => {
+            if found.is_some() {
+                updates
+                    .entry(repo, &k, found, file, sid)
+                    .needs_attention(Reason::PrefixMismatch, detail.clone());
+            }
+            attention(summary, Reason::PrefixMismatch, detail);
+            return None;
+        }
+        Ok(RangeOutcome::Unchanged { baseline }) => {
+            // Remember where the file stands so the next sweep need not read it again.
+            let e = updates.entry(repo, &k, found, file, sid);
+            if let Some(b) = baseline {
+                e.place_cursor(b.bytes, b.lines, b.hash, true);
+            }
+            e.follow_file(file.path.display().to_string(), file.file_id);
+            let detail = "no complete new line since the captured cursor".to_string();
+            summary.skip(SkippedItem::of(file, ex, Reason::Unchanged, Some(detail)));
+            return None;
+        }
+        Ok(RangeOutcome::Capture(r)) => r,
+    };
+    let part = match res.part {
+        Ok(p) => p,
+        Err(e) => {
+            attention(summary, Reason::ReadFailed, e);
+            return None;
+        }
+    };
+    // Now that the new part is known, ask the policy again (no-new-turns).
+    if let Some(user_turns) = part {
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let view = found.map(|e| EntryView::of(e, file));
+        let mut f = facts(rule, file, ex, view, false);
+        f.new_user_turns = Some(user_turns);
+        let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
+        if let Decision::Skip(reason) = decision {
+            if !opts.dry_run && reason == Reason::NoNewTurns {
+                let e = updates.entry_for_range(repo, &k, found, file, sid, &r);
+                e.follow_file(file.path.display().to_string(), file.file_id);
+                e.no_turns_at(file.size);
+            }
+            summary.skip(SkippedItem::of(file, ex, reason, detail));
+            return None;
+        }
+    }
+    Some(Plan {
+        idx: w.idx,
+        entry: w.entry,
+        r,
+        has_turns: part.is_some(),
+    })
+}
+
+/// Spends the run and token budget over the plans, most recently active first. Every plan counts as
+/// eligible; one that does not fit is `budget-deferred`. Full turn counts are read only for what starts.
+pub fn spend_budget(
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    mut plans: Vec<Plan>,
+    opts: &SweepOptions,
+    summary: &mut Summary,
+) -> Vec<Planned> {
+    plans.sort_by(|a, b| {
+        candidates[b.idx]
+            .0
+            .mtime
+            .cmp(&candidates[a.idx].0.mtime)
+            .then(a.idx.cmp(&b.idx))
+    });
+    let budget = opts.budget;
+    let mut runs_left = budget.max_runs;
+    let mut tokens_left = budget.max_tokens;
+    let mut out = Vec::new();
+    for plan in plans {
+        let (file, ex) = &candidates[plan.idx];
+        summary.eligible += 1;
+        let mut chunks = chunks_of(&plan.r);
+        let of = chunks.len() as u32;
+        let (take, tokens) = fit(&chunks, runs_left, tokens_left);
+        if take == 0 {
+            let why = if runs_left == 0 {
+                format!(
+                    "this sweep's {} runs are spent (max_runs_per_sweep); the next sweep starts it",
+                    budget.max_runs
+                )
+            } else {
+                format!("{} estimated tokens do not fit what is left of max_tokens_per_sweep; the next sweep starts it", est_tokens(chunks[0].to - chunks[0].from))
+            };
+            summary.skip(SkippedItem::of(file, ex, Reason::BudgetDeferred, Some(why)));
+            continue;
+        }
+        chunks.truncate(take);
+        runs_left -= take as u64;
+        tokens_left = tokens_left.map(|l| l - tokens);
+        // Full turn counts only for what this sweep starts (reading a huge part's turns costs).
+        let part = match plan.has_turns {
+            true => {
+                let rule = catalog.get(&file.app).expect("walked apps exist");
+                let to = chunks[take - 1].to;
+                new_part_turns(
+                    rule,
+                    file,
+                    &plan.r,
+                    to,
+                    false,
+                    &mut summary.stats.bytes_read,
+                )
+                .ok()
+                .flatten()
+            }
+            false => None,
+        };
+        let t = &mut summary.totals;
+        t.new_bytes += chunks.iter().map(|c| c.to - c.from).sum::<u64>();
+        t.est_tokens += tokens;
+        t.new_turns += part.as_ref().map(|p| p.user_turns).unwrap_or(0);
+        t.runs += take as u64;
+        out.push(Planned {
+            idx: plan.idx,
+            entry: plan.entry,
+            r: plan.r,
+            chunks,
+            of,
+            part,
+        });
+    }
+    out
+}
+
+/// How many of the chunks fit what is left of the budget, and their estimated tokens.
+fn fit(chunks: &[Chunk], runs_left: u64, tokens_left: Option<u64>) -> (usize, u64) {
+    let mut take = 0usize;
+    let mut tokens = 0u64;
+    for c in chunks {
+        let t = est_tokens(c.to - c.from);
+        if runs_left <= take as u64 || tokens_left.is_some_and(|left| tokens + t > left) {
+            break;
+        }
+        tokens += t;
+        take += 1;
+    }
+    (take, tokens)
+}

@@ -1,0 +1,171 @@
+//! The uncaptured range of an eligible transcript: verify the captured prefix (or place a first-seen
+//! transcript at its `capture_since` baseline), find the complete lines after the cursor, cut them into
+//! chunks that fit one run, and read their turns.
+
+use crate::discover::{self, FoundFile};
+use crate::ledger::{cursor, LedgerEntry};
+use crate::policy::Settings;
+use crate::rules::RuleSet;
+
+pub struct BaselineCursor {
+    pub bytes: u64,
+    pub lines: u64,
+    pub hash: String,
+}
+
+/// The uncaptured range of an eligible transcript.
+pub struct Range {
+    /// Lines already captured (the new range starts at the next one).
+    pub from_line_before: u64,
+    pub to_line: u64,
+    pub from_byte: u64,
+    pub to_byte: u64,
+    pub hash_at_cursor: String,
+    pub hash_at_end: String,
+    /// Chunk ends inside the range (see `cursor::scan_chunked`).
+    pub boundaries: Vec<(u64, u64, String)>,
+}
+
+pub enum RangeOutcome {
+    Capture(Range),
+    Unchanged { baseline: Option<BaselineCursor> },
+    PrefixMismatch(String),
+}
+
+/// Reads the transcript once: verifies the captured prefix (or places a first-seen transcript at its
+/// `capture_since` baseline), then finds the complete lines after the cursor. `hash` off skips hashing
+/// (a dry run's first look at a transcript needs only where lines end).
+pub fn decide_range(
+    rule: &RuleSet,
+    file: &FoundFile,
+    entry: Option<&LedgerEntry>,
+    settings: &Settings,
+    hash: bool,
+    chunk_bytes: Option<u64>,
+    bytes_read: &mut u64,
+) -> Result<RangeOutcome, String> {
+    let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
+    let (cursor_bytes, cursor_lines, baseline) = match (entry, settings.capture_since) {
+        (Some(e), _) => {
+            if file.size < e.last_captured_size {
+                return Ok(RangeOutcome::PrefixMismatch(format!(
+                    "the transcript is {} bytes, shorter than the {} already captured: it was truncated or replaced; `almanac capture reset {}` starts over",
+                    file.size,
+                    e.last_captured_size,
+                    file.path.display()
+                )));
+            }
+            (e.last_captured_size, e.last_captured_line, false)
+        }
+        (None, Some(since)) => {
+            let b = cursor::baseline(open()?, since, |v| rule.record_time(v))
+                .map_err(|e| e.to_string())?;
+            *bytes_read += b.bytes_read;
+            (b.bytes, b.lines, true)
+        }
+        (None, None) => (0, 0, false),
+    };
+    let scan = cursor::scan_chunked(open()?, cursor_bytes, hash, chunk_bytes)
+        .map_err(|e| e.to_string())?;
+    *bytes_read += scan.bytes_read;
+    let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
+        return Ok(RangeOutcome::PrefixMismatch(format!(
+            "the transcript became shorter than the captured {cursor_bytes} bytes while being read"
+        )));
+    };
+    if let Some(e) = entry {
+        if hash_at_cursor != e.last_captured_prefix_hash {
+            return Ok(RangeOutcome::PrefixMismatch(format!(
+                "the first {} bytes changed since they were captured (rewritten or replaced); `almanac capture reset {}` starts over",
+                e.last_captured_size,
+                file.path.display()
+            )));
+        }
+    }
+    if scan.complete_end <= cursor_bytes {
+        return Ok(RangeOutcome::Unchanged {
+            baseline: baseline.then(|| BaselineCursor {
+                bytes: cursor_bytes,
+                lines: cursor_lines,
+                hash: hash_at_cursor.clone(),
+            }),
+        });
+    }
+    Ok(RangeOutcome::Capture(Range {
+        from_line_before: cursor_lines,
+        to_line: cursor_lines + scan.new_lines,
+        from_byte: cursor_bytes,
+        to_byte: scan.complete_end,
+        hash_at_cursor,
+        hash_at_end: scan.hash_at_end,
+        boundaries: scan.boundaries,
+    }))
+}
+
+/// One run's share of a new part: it ends on a newline.
+pub struct Chunk {
+    pub from: u64,
+    pub from_line_before: u64,
+    pub to: u64,
+    pub to_line: u64,
+    /// `sha256:` of `[0, to)`.
+    pub hash: String,
+}
+
+pub fn chunks_of(r: &Range) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let (mut from, mut lines) = (r.from_byte, r.from_line_before);
+    for (end, n, hash) in &r.boundaries {
+        let to_line = r.from_line_before + n;
+        out.push(Chunk {
+            from,
+            from_line_before: lines,
+            to: *end,
+            to_line,
+            hash: hash.clone(),
+        });
+        from = *end;
+        lines = to_line;
+    }
+    out.push(Chunk {
+        from,
+        from_line_before: lines,
+        to: r.to_byte,
+        to_line: r.to_line,
+        hash: r.hash_at_end.clone(),
+    });
+    out
+}
+
+/// Estimated tokens for a number of transcript bytes (the documented four bytes per token).
+pub fn est_tokens(bytes: u64) -> u64 {
+    bytes.div_ceil(crate::config::BYTES_PER_TOKEN)
+}
+
+/// The turns of the uncaptured part up to `to_byte`, summarised; None when the rule set has no turns
+/// section. `first_only` stops at the first prompt (all the no-new-turns check needs).
+pub fn new_part_turns(
+    rule: &RuleSet,
+    file: &FoundFile,
+    r: &Range,
+    to_byte: u64,
+    first_only: bool,
+    bytes_read: &mut u64,
+) -> Result<Option<crate::turns::PartSummary>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(turn_rules) = &rule.turns else {
+        return Ok(None);
+    };
+    let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    f.seek(SeekFrom::Start(r.from_byte))
+        .map_err(|e| e.to_string())?;
+    let part = f.take(to_byte - r.from_byte);
+    let opts = crate::turns::Options {
+        stop_after_users: first_only.then_some(1),
+        ..crate::turns::Options::default()
+    };
+    let t = crate::turns::extract(rule, turn_rules, part, r.from_line_before + 1, 0, &opts)
+        .map_err(|e| e.to_string())?;
+    *bytes_read += t.bytes_read;
+    Ok(Some(crate::turns::summarize(&t)))
+}

@@ -199,47 +199,9 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
             Some(why) => (false, format!("exclude_when: {why}")),
             None => (true, "no exclude_when test holds".into()),
         },
-        CheckKind::BeforeAutomationActivation => match s.capture_since {
-            None => (true, "no [automation] capture_since set".into()),
-            Some(since) if f.mtime < since => (
-                false,
-                format!(
-                    "modified {} before capture_since {}",
-                    iso(f.mtime),
-                    iso(since)
-                ),
-            ),
-            Some(since) => (
-                true,
-                format!(
-                    "modified {} at or after capture_since {}",
-                    iso(f.mtime),
-                    iso(since)
-                ),
-            ),
-        },
+        CheckKind::BeforeAutomationActivation => activation_detail(f, s),
         CheckKind::QuietWindow { quiet, apps } => {
-            let window = quiet_window(*quiet, apps, f.app, s);
-            let idle = s.now.signed_duration_since(f.mtime);
-            let idle_std = idle.to_std().unwrap_or(Duration::ZERO);
-            let w = crate::util::duration::format_duration(window);
-            if idle.num_milliseconds() < 0 || idle_std < window {
-                (
-                    false,
-                    format!(
-                        "modified {} ago, within the {w} quiet window",
-                        crate::util::duration::format_duration(idle_std)
-                    ),
-                )
-            } else {
-                (
-                    true,
-                    format!(
-                        "quiet for {} (window {w})",
-                        crate::util::duration::format_duration(idle_std)
-                    ),
-                )
-            }
+            quiet_detail(quiet_window(*quiet, apps, f.app, s), f, s)
         }
         CheckKind::NoNewTurns => match f.new_user_turns {
             None => (
@@ -253,25 +215,72 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
             ),
             Some(n) => (true, format!("{n} new user turns")),
         },
-        // A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
-        CheckKind::Unchanged => {
-            if f.size == f.captured_bytes && f.same_file {
-                (false, format!("size {} equals the captured cursor", f.size))
-            } else if f.size > f.captured_bytes {
-                (
-                    true,
-                    format!(
-                        "{} bytes after the captured cursor",
-                        f.size - f.captured_bytes
-                    ),
-                )
-            } else {
-                (
-                    true,
-                    "the file changed identity or size; its prefix will be verified".into(),
-                )
-            }
-        }
+        CheckKind::Unchanged => unchanged_detail(f),
+    }
+}
+
+fn activation_detail(f: &Facts<'_>, s: &Settings) -> (bool, String) {
+    match s.capture_since {
+        None => (true, "no [automation] capture_since set".into()),
+        Some(since) if f.mtime < since => (
+            false,
+            format!(
+                "modified {} before capture_since {}",
+                iso(f.mtime),
+                iso(since)
+            ),
+        ),
+        Some(since) => (
+            true,
+            format!(
+                "modified {} at or after capture_since {}",
+                iso(f.mtime),
+                iso(since)
+            ),
+        ),
+    }
+}
+
+fn quiet_detail(window: Duration, f: &Facts<'_>, s: &Settings) -> (bool, String) {
+    let idle = s.now.signed_duration_since(f.mtime);
+    let idle_std = idle.to_std().unwrap_or(Duration::ZERO);
+    let w = crate::util::duration::format_duration(window);
+    if idle.num_milliseconds() < 0 || idle_std < window {
+        (
+            false,
+            format!(
+                "modified {} ago, within the {w} quiet window",
+                crate::util::duration::format_duration(idle_std)
+            ),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "quiet for {} (window {w})",
+                crate::util::duration::format_duration(idle_std)
+            ),
+        )
+    }
+}
+
+/// A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
+fn unchanged_detail(f: &Facts<'_>) -> (bool, String) {
+    if f.size == f.captured_bytes && f.same_file {
+        (false, format!("size {} equals the captured cursor", f.size))
+    } else if f.size > f.captured_bytes {
+        (
+            true,
+            format!(
+                "{} bytes after the captured cursor",
+                f.size - f.captured_bytes
+            ),
+        )
+    } else {
+        (
+            true,
+            "the file changed identity or size; its prefix will be verified".into(),
+        )
     }
 }
 

@@ -233,17 +233,6 @@ impl Cache {
     }
 }
 
-/// A fingerprint of the loaded rule sets: a changed rule invalidates every cached verdict.
-pub fn fingerprint(sources: &[String]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for s in sources {
-        h.update(s.as_bytes());
-        h.update([0]);
-    }
-    format!("rules {:x}", h.finalize())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,7 +130,7 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
     Ok(Catalog {
         sets,
         policy,
-        fingerprint: crate::discover::cache::fingerprint(&sources),
+        fingerprint: fingerprint(&sources),
     })
 }
 
@@ -339,6 +339,17 @@ fn load_rule_set(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Opti
 fn load_policy(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<Policy> {
     let raw: raw::RawPolicy = parse_checked(src, &origin, policy_validator(), diags)?;
     compile::policy(raw, origin, diags)
+}
+
+/// A fingerprint of the loaded rule sets: a changed rule invalidates every cached verdict.
+pub fn fingerprint(sources: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in sources {
+        h.update(s.as_bytes());
+        h.update([0]);
+    }
+    format!("rules {:x}", h.finalize())
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub fn queue(
         (Some(base), Some((i, _))) => format!("{base}_c{i:04}"),
         _ => crate::util::ids::run_id(now),
     };
-    let mut record = RunRecord {
+    let record = RunRecord {
         version: 1,
         run_id: run_id.clone(),
         status: RunStatus::Queued,
@@ -66,11 +66,8 @@ pub fn queue(
         finished_at: None,
         exit_code: None,
         error: None,
-        prompt_path: runs
-            .join(format!("{run_id}.prompt.md"))
-            .display()
-            .to_string(),
-        log_path: runs.join(format!("{run_id}.log")).display().to_string(),
+        prompt_path: run::prompt_path(&runs, &run_id).display().to_string(),
+        log_path: run::log_path(&runs, &run_id).display().to_string(),
         sweep_id: spec.sweep_id.map(str::to_string),
         chunk: spec.chunk,
         part_lines: spec.part_lines,
@@ -80,7 +77,6 @@ pub fn queue(
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
     run::write(&runs, &record)?;
     crate::util::fault::point("run-record-written");
-    record.status = RunStatus::Queued;
     Ok(record)
 }
 
@@ -89,12 +85,11 @@ pub fn queue(
 pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
-    let runs = runs_dir(repo);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(runs.join("worker.log"))?;
+        .open(crate::ledger::worker_log_path(repo))?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["capture", "worker", "--repo"])

@@ -4,6 +4,7 @@
 //!   (a Codex rollout moved to `archived_sessions/` keeps its cursor), written atomically under the repo
 //!   lock. A ledger that does not parse is never silently replaced: it is renamed aside and reported.
 //! - `<run-id>.json`, `.log`, `.prompt.md` (`record`): one capture run each.
+//! - `worker.log`: the background worker's own output.
 //! - `ledger.lock` (the repo lock: every read-modify-write of the ledger, and picking a run) and
 //!   `worker.lock` (held by the repo's one background worker).
 //! - `repo`: a repo's ledger and run records brought into agreement (`RepoState::reconcile`), what the
@@ -45,6 +46,11 @@ pub fn ledger_path(repo: &Path) -> PathBuf {
 
 pub fn worker_lock_path(repo: &Path) -> PathBuf {
     runs_dir(repo).join("worker.lock")
+}
+
+/// The background worker's own output (what it ran, and why it left).
+pub fn worker_log_path(repo: &Path) -> PathBuf {
+    runs_dir(repo).join("worker.log")
 }
 
 /// Whether the repo's background worker is running now.

@@ -110,6 +110,16 @@ pub fn cancel_queued(runs: &Path, ids: &[String], why: &str, now: &str) {
     }
 }
 
+/// The exact prompt a run gives its agent.
+pub fn prompt_path(runs: &Path, run_id: &str) -> PathBuf {
+    runs.join(format!("{run_id}.prompt.md"))
+}
+
+/// The agent's output (and the worker's notes about the run).
+pub fn log_path(runs: &Path, run_id: &str) -> PathBuf {
+    runs.join(format!("{run_id}.log"))
+}
+
 pub fn record_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.json"))
 }

@@ -387,9 +387,11 @@ exclude_when:
 timestamps: ["$.timestamp", "$.payload.timestamp"]
 turns:
   ignore: [ { exists: "$.isMeta" } ]
+  merge_repeated_prompts: true
   skip:
     - from: { exists: "$.copy" }
       until: { missing: "$.copy" }
+      earliest_line: 2
   user:
     - when: { exists: "$.u" }
       text: ["$.u", "$.v[*].text"]

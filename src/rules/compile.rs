@@ -435,7 +435,7 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
             "no-new-turns" => CheckKind::NoNewTurns,
             "quiet-window" => {
                 let quiet = match c.quiet.as_deref().map(parse_duration) {
-                    None => std::time::Duration::from_secs(45 * 60),
+                    None => DEFAULT_QUIET,
                     Some(Ok(d)) => d,
                     Some(Err(e)) => {
                         cx.err(format!("{field}.quiet"), e, "write a duration like 45m");

@@ -293,6 +293,10 @@ pub struct Check {
     pub enabled: bool,
 }
 
+/// The quiet window when neither the policy's `quiet-window` check, `config.toml` nor `--quiet` sets
+/// one. `rules/policy.yaml` writes the same 45m out, for readers of the data (a test keeps them equal).
+pub const DEFAULT_QUIET: Duration = Duration::from_secs(45 * 60);
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckKind {
     NoSessionId,

@@ -350,6 +350,12 @@ mod tests {
         let cat = load(&[]).expect("built-in rules load");
         assert_eq!(cat.ids(), vec!["claude", "codex"]);
         assert!(cat.policy.checks.len() >= 4);
+        // The shipped policy writes out the default quiet window the code falls back to.
+        let quiet = cat.policy.checks.iter().find_map(|c| match &c.kind {
+            CheckKind::QuietWindow { quiet, .. } => Some(*quiet),
+            _ => None,
+        });
+        assert_eq!(quiet, Some(DEFAULT_QUIET));
     }
 
     /// Uses every key the schemas define; loading it proves the schema and the serde structs accept the

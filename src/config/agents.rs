@@ -40,6 +40,29 @@ pub const PLACEHOLDERS: &[&str] = &[
     "run_id",
 ];
 
+/// Rejects `{unknown}` placeholders so a typo fails loudly instead of reaching the agent.
+pub(super) fn check_placeholders(arg: &str) -> Result<(), String> {
+    let mut rest = arg;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 1..start + len];
+        if !PLACEHOLDERS.contains(&name) {
+            return Err(format!(
+                "unknown placeholder {{{name}}} in \"{arg}\" (known: {})",
+                PLACEHOLDERS
+                    .iter()
+                    .map(|p| format!("{{{p}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rest = &rest[start + len + 1..];
+    }
+    Ok(())
+}
+
 /// The shipped agent profiles, embedded so the binary works with no files on disk.
 pub const BUILTIN_AGENTS: &[(&str, &str)] = &[
     (
@@ -104,7 +127,7 @@ fn profile(src: &str) -> Result<AgentDef, String> {
     }
     let raw: RawAgent = serde_json::from_value(value).map_err(|e| e.to_string())?;
     for arg in &raw.command {
-        super::parse::check_placeholders(arg)?;
+        check_placeholders(arg)?;
     }
     let uses_placeholder = raw.command.iter().any(|a| a.contains("{session_id}"));
     if raw.session_id.preset != uses_placeholder {

@@ -1,9 +1,9 @@
 //! Reads `config.toml` into a `Config`, one function per section. Keys are checked in a fixed order and
 //! the first problem is the error, naming the file and the key.
 
+use super::agents::check_placeholders;
 use super::{
     parse_toml, AgentDef, CaptureConfig, Config, ConfigError, SessionIdSource, StdoutEvent,
-    PLACEHOLDERS,
 };
 use crate::util::duration::parse_duration;
 use chrono::{DateTime, Utc};
@@ -306,29 +306,6 @@ fn parse_agent(name: &str, def: &toml_edit::Item, bad: Bad<'_>) -> Result<AgentD
             from_stdout,
         },
     })
-}
-
-/// Rejects `{unknown}` placeholders so a typo fails loudly instead of reaching the agent.
-pub(super) fn check_placeholders(arg: &str) -> Result<(), String> {
-    let mut rest = arg;
-    while let Some(start) = rest.find('{') {
-        let Some(len) = rest[start..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 1..start + len];
-        if !PLACEHOLDERS.contains(&name) {
-            return Err(format!(
-                "unknown placeholder {{{name}}} in \"{arg}\" (known: {})",
-                PLACEHOLDERS
-                    .iter()
-                    .map(|p| format!("{{{p}}}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        rest = &rest[start + len + 1..];
-    }
-    Ok(())
 }
 
 #[cfg(test)]

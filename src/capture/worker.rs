@@ -9,7 +9,6 @@ use crate::ledger::{self, key, runs_dir, worker_lock_path, RepoState};
 use crate::reason::Reason;
 use crate::util::lock::FileLock;
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -232,50 +231,32 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     let outcome = match (log, crate::config::load(&cx.config_path())) {
         (Err(e), _) => Err(format!("cannot open the run log {}: {e}", record.log_path)),
         (_, Err(e)) => Err(e.0),
-        (Ok(mut log), Ok(config)) => match config.capture.agent_def(&record.agent) {
+        (Ok(log), Ok(config)) => match config.capture.agent_def(&record.agent) {
             None => Err(format!(
                 "agent \"{}\" is not defined in config.toml",
                 record.agent
             )),
             Some(def) => {
-                let prompt_text = std::fs::read_to_string(&record.prompt_path).unwrap_or_default();
-                let mut vars: HashMap<&str, String> = HashMap::new();
-                vars.insert("prompt", prompt_text);
-                vars.insert("prompt_file", record.prompt_path.clone());
-                vars.insert("transcript", record.transcript_path.clone());
-                vars.insert("repo", record.repo_root.clone());
-                vars.insert("run_id", record.run_id.clone());
-                if def.command.iter().any(|a| a.contains("{session_id}")) {
-                    // Recorded before the agent starts, so its transcript is known as ours even if we die.
-                    let id = crate::util::ids::uuid_v4();
-                    vars.insert("session_id", id.clone());
-                    record.agent_session_id = Some(id.clone());
-                    let _ = run::write(&runs, &record);
-                    if let Err(e) = ledger::add_agent_session(repo, &id) {
-                        note(&format!("cannot record agent session {id}: {e}"));
-                    }
-                }
-                let argv = agent::fill(&def.command, &vars);
-                let _ = writeln!(
-                    log,
-                    "{} almanac: running agent {}: {:?}",
-                    now_iso(),
-                    def.name,
-                    redact_prompt(&argv, &vars)
-                );
-                let out = agent::run(def, &argv, repo, &log, config.capture.timeout, |id| {
-                    record.agent_session_id = Some(id.to_string());
-                    let _ = ledger::add_agent_session(repo, id);
-                    let _ = run::write(&runs, &record);
-                });
+                // The agent reads this copy; `record` itself takes the session id as it is learned.
+                let queued = record.clone();
+                let timeout = config.capture.timeout;
+                let out =
+                    agent::invoke(def, &queued, repo, &log, timeout, |learned| match learned {
+                        agent::Learned::Preset(id) => {
+                            record.agent_session_id = Some(id.to_string());
+                            let _ = run::write(&runs, &record);
+                            if let Err(e) = ledger::add_agent_session(repo, id) {
+                                note(&format!("cannot record agent session {id}: {e}"));
+                            }
+                        }
+                        agent::Learned::FromStdout(id) => {
+                            record.agent_session_id = Some(id.to_string());
+                            let _ = ledger::add_agent_session(repo, id);
+                            let _ = run::write(&runs, &record);
+                        }
+                    });
                 record.agent_pid = out.agent_pid;
                 record.exit_code = out.exit_code;
-                let _ = writeln!(
-                    log,
-                    "{} almanac: agent finished: {}",
-                    now_iso(),
-                    out.error.as_deref().unwrap_or("ok")
-                );
                 match out.error {
                     None => Ok(()),
                     Some(e) => Err(e),
@@ -287,20 +268,6 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     let sweep_id = record.sweep_id.clone();
     finish(repo, held, record, outcome);
     super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
-}
-
-/// The prompt is long; the log shows the argv with `{prompt}` left as a placeholder.
-fn redact_prompt(argv: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
-    let prompt = vars.get("prompt").cloned().unwrap_or_default();
-    argv.iter()
-        .map(|a| {
-            if !prompt.is_empty() && a.contains(&prompt) {
-                a.replace(&prompt, "{prompt}")
-            } else {
-                a.clone()
-            }
-        })
-        .collect()
 }
 
 /// Records the outcome: run record first, then (same lock) the ledger entry. The cursor moves only when

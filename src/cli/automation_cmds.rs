@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const DEFAULT_EVERY: Duration = Duration::from_secs(5 * 3600);
-pub const DEFAULT_QUIET: Duration = Duration::from_secs(45 * 60);
+pub use crate::rules::DEFAULT_QUIET;
 
 /// Where the scheduled sweep is registered and what it runs: flags `automation install` and `setup` share.
 #[derive(clap::Args, Debug, Clone)]

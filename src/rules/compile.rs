@@ -214,7 +214,11 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
         .filter_map(|(i, s)| {
             let from = predicate(cx, &format!("turns.skip[{i}].from"), &s.from);
             let until = predicate(cx, &format!("turns.skip[{i}].until"), &s.until);
-            Some((from?, until?))
+            Some(Skip {
+                from: from?,
+                until: until?,
+                earliest_line: s.earliest_line.unwrap_or(1),
+            })
         })
         .collect();
     let texts = |cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]| -> Vec<TurnText> {
@@ -263,6 +267,7 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
         .collect();
     TurnsRule {
         ignore,
+        merge_repeated_prompts: t.merge_repeated_prompts,
         skip,
         user,
         assistant,
@@ -430,7 +435,7 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
             "no-new-turns" => CheckKind::NoNewTurns,
             "quiet-window" => {
                 let quiet = match c.quiet.as_deref().map(parse_duration) {
-                    None => std::time::Duration::from_secs(45 * 60),
+                    None => DEFAULT_QUIET,
                     Some(Ok(d)) => d,
                     Some(Err(e)) => {
                         cx.err(format!("{field}.quiet"), e, "write a duration like 45m");

@@ -47,10 +47,24 @@ pub struct RuleSet {
 #[derive(Debug)]
 pub struct TurnsRule {
     pub ignore: Vec<Predicate>,
-    pub skip: Vec<(Predicate, Predicate)>,
+    /// The same prompt written again before any assistant text or tool (an app writing one message as
+    /// two record kinds) is one turn.
+    pub merge_repeated_prompts: bool,
+    pub skip: Vec<Skip>,
     pub user: Vec<TurnText>,
     pub assistant: Vec<TurnText>,
     pub tools: Vec<(Option<Predicate>, JsonPath)>,
+}
+
+/// A region of records that are not part of any turn.
+#[derive(Debug)]
+pub struct Skip {
+    /// The region starts at a record where this holds...
+    pub from: Predicate,
+    /// ...and ends before the next record where this holds.
+    pub until: Predicate,
+    /// ...on this transcript line or later (1-based; 1: anywhere).
+    pub earliest_line: u64,
 }
 
 #[derive(Debug)]
@@ -278,6 +292,10 @@ pub struct Check {
     pub kind: CheckKind,
     pub enabled: bool,
 }
+
+/// The quiet window when neither the policy's `quiet-window` check, `config.toml` nor `--quiet` sets
+/// one. `rules/policy.yaml` writes the same 45m out, for readers of the data (a test keeps them equal).
+pub const DEFAULT_QUIET: Duration = Duration::from_secs(45 * 60);
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckKind {

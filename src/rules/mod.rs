@@ -361,6 +361,12 @@ mod tests {
         let cat = load(&[]).expect("built-in rules load");
         assert_eq!(cat.ids(), vec!["claude", "codex"]);
         assert!(cat.policy.checks.len() >= 4);
+        // The shipped policy writes out the default quiet window the code falls back to.
+        let quiet = cat.policy.checks.iter().find_map(|c| match &c.kind {
+            CheckKind::QuietWindow { quiet, .. } => Some(*quiet),
+            _ => None,
+        });
+        assert_eq!(quiet, Some(DEFAULT_QUIET));
     }
 
     /// Uses every key the schemas define; loading it proves the schema and the serde structs accept the
@@ -398,9 +404,11 @@ exclude_when:
 timestamps: ["$.timestamp", "$.payload.timestamp"]
 turns:
   ignore: [ { exists: "$.isMeta" } ]
+  merge_repeated_prompts: true
   skip:
     - from: { exists: "$.copy" }
       until: { missing: "$.copy" }
+      earliest_line: 2
   user:
     - when: { exists: "$.u" }
       text: ["$.u", "$.v[*].text"]

@@ -28,6 +28,8 @@ pub struct RawTurns {
     #[serde(default)]
     pub ignore: Vec<RawPredicate>,
     #[serde(default)]
+    pub merge_repeated_prompts: bool,
+    #[serde(default)]
     pub skip: Vec<RawSkip>,
     #[serde(default)]
     pub user: Vec<RawTurnText>,
@@ -42,6 +44,7 @@ pub struct RawTurns {
 pub struct RawSkip {
     pub from: RawPredicate,
     pub until: RawPredicate,
+    pub earliest_line: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -236,17 +236,19 @@ pub fn extract<R: Read>(
             continue;
         };
         if let Some(i) = skipping {
-            if turns.skip[i].1.holds(&record) {
+            if turns.skip[i].until.holds(&record) {
                 skipping = None;
             } else {
                 continue;
             }
         }
-        if line > 1 {
-            if let Some(i) = turns.skip.iter().position(|(from, _)| from.holds(&record)) {
-                skipping = Some(i);
-                continue;
-            }
+        if let Some(i) = turns
+            .skip
+            .iter()
+            .position(|s| line >= s.earliest_line && s.from.holds(&record))
+        {
+            skipping = Some(i);
+            continue;
         }
         if turns.ignore.iter().any(|p| p.holds(&record)) {
             continue;
@@ -258,12 +260,14 @@ pub fn extract<R: Read>(
             .filter(|t| t.applies(&record))
             .find_map(|t| t.text(&record))
         {
-            // The same prompt written twice in a row (two record kinds for one message) is one turn.
-            let repeat = b.current.as_ref().is_some_and(|c| {
-                c.assistant.is_empty()
-                    && c.rec.tools.is_empty()
-                    && c.rec.user.as_deref() == Some(cut(&text, opts.user_max).0.as_str())
-            });
+            // `merge_repeated_prompts`: the same prompt written twice in a row (two record kinds for one
+            // message) is one turn.
+            let repeat = turns.merge_repeated_prompts
+                && b.current.as_ref().is_some_and(|c| {
+                    c.assistant.is_empty()
+                        && c.rec.tools.is_empty()
+                        && c.rec.user.as_deref() == Some(cut(&text, opts.user_max).0.as_str())
+                });
             if !repeat {
                 if opts.stop_after_users.is_some_and(|n| b.out.user_turns >= n) {
                     break;
@@ -354,5 +358,56 @@ mod tests {
         let (c, was) = cut(&"aé".repeat(1000), 2048);
         assert!(was && c.len() == 2047 && c.is_char_boundary(c.len()));
         assert_eq!(cut("short", 10), ("short".into(), false));
+    }
+
+    /// A one-app rule set whose `turns` section holds `settings` (YAML lines indented two spaces).
+    fn rule_set(settings: &str) -> crate::rules::RuleSet {
+        let dir = tempfile::tempdir().unwrap();
+        let src = format!(
+            "id: t\nstores: [ {{ name: s, roots: [ {{ default: [\"/nonexistent\"] }} ], include: [\"*.jsonl\"] }} ]\nfields: {{ session_id: [ {{ value: \"$.id\" }} ], cwd: [ {{ value: \"$.cwd\" }} ] }}\nturns:\n{settings}  user: [ {{ when: {{ equals: {{ path: \"$.t\", value: u }} }}, text: [\"$.text\"] }} ]\n  assistant: [ {{ when: {{ equals: {{ path: \"$.t\", value: a }} }}, text: [\"$.text\"] }} ]\n"
+        );
+        std::fs::write(dir.path().join("t.yaml"), src).unwrap();
+        let mut catalog = crate::rules::load(&[dir.path().to_path_buf()]).unwrap();
+        let i = catalog.sets.iter().position(|s| s.id == "t").unwrap();
+        catalog.sets.swap_remove(i)
+    }
+
+    fn user_prompts(rule: &crate::rules::RuleSet, transcript: &str) -> Vec<String> {
+        let turns = rule.turns.as_ref().unwrap();
+        let t = extract(
+            rule,
+            turns,
+            transcript.as_bytes(),
+            1,
+            0,
+            &Options::default(),
+        )
+        .unwrap();
+        t.records.iter().filter_map(|r| r.user.clone()).collect()
+    }
+
+    #[test]
+    fn merge_repeated_prompts_makes_a_prompt_written_twice_one_turn() {
+        let transcript = "{\"t\":\"u\",\"text\":\"hi\"}\n{\"t\":\"u\",\"text\":\"hi\"}\n{\"t\":\"a\",\"text\":\"yo\"}\n{\"t\":\"u\",\"text\":\"hi\"}\n";
+        let on = rule_set("  merge_repeated_prompts: true\n");
+        // The third "hi" follows an answer: a new turn either way.
+        assert_eq!(user_prompts(&on, transcript), ["hi", "hi"]);
+        for off in ["  merge_repeated_prompts: false\n", ""] {
+            assert_eq!(user_prompts(&rule_set(off), transcript), ["hi", "hi", "hi"]);
+        }
+    }
+
+    #[test]
+    fn a_skip_starts_no_earlier_than_its_earliest_line() {
+        let skip = |extra: &str| {
+            format!("  skip:\n    - from: {{ equals: {{ path: \"$.t\", value: meta }} }}\n      until: {{ equals: {{ path: \"$.t\", value: own }} }}\n{extra}")
+        };
+        // Line 1 is the file's own meta record; lines 4-6 are a copied region.
+        let transcript = "{\"t\":\"meta\"}\n{\"t\":\"u\",\"text\":\"first\"}\n{\"t\":\"own\"}\n{\"t\":\"meta\"}\n{\"t\":\"u\",\"text\":\"copied\"}\n{\"t\":\"own\"}\n{\"t\":\"u\",\"text\":\"last\"}\n";
+        let from_two = rule_set(&skip("      earliest_line: 2\n"));
+        assert_eq!(user_prompts(&from_two, transcript), ["first", "last"]);
+        for anywhere in [skip("      earliest_line: 1\n"), skip("")] {
+            assert_eq!(user_prompts(&rule_set(&anywhere), transcript), ["last"]);
+        }
     }
 }

@@ -4,6 +4,8 @@
 //! tests put recording fakes first on PATH.
 
 pub mod cron;
+pub mod drift;
+pub mod due;
 pub mod launchd;
 pub mod systemd;
 

@@ -3,11 +3,11 @@
 
 use super::output::Out;
 use super::{load_catalog, load_config, Failure, EXIT_FAILURE, EXIT_OK};
-use crate::automation::{self, Installed, JobSpec, Kind, SWEEP_ARGS};
+use crate::automation::due::{self, NotDue};
+use crate::automation::{self, drift, Installed, JobSpec, Kind};
 use crate::config::{self, AutomationSettings, Config};
 use crate::context::Context;
 use crate::util::duration::{format_duration, parse_duration};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -194,20 +194,6 @@ pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure
     Ok(EXIT_OK)
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Drift {
-    code: String,
-    message: String,
-}
-
-fn drift(code: &str, message: String) -> Drift {
-    Drift {
-        code: code.into(),
-        message,
-    }
-}
-
 fn configured_json(config: &Config) -> serde_json::Value {
     serde_json::json!({
         "enabled": config.automation_enabled.unwrap_or(false),
@@ -217,55 +203,6 @@ fn configured_json(config: &Config) -> serde_json::Value {
         "captureSince": config.capture_since.map(crate::policy::iso),
         "program": config.program,
     })
-}
-
-fn drifts(config: &Config, installed: &[Installed], every: Duration) -> Vec<Drift> {
-    let mut out = Vec::new();
-    let enabled = config.automation_enabled.unwrap_or(false);
-    if enabled && installed.is_empty() {
-        out.push(drift("not-installed", "config enables automatic capture but no scheduler holds it; run `almanac automation install`".into()));
-    }
-    if !enabled && !installed.is_empty() {
-        out.push(drift("installed-but-disabled", "a scheduler holds the sweep but config does not enable it; run `almanac automation install` or `uninstall`".into()));
-    }
-    if installed.len() > 1 {
-        let names: Vec<&str> = installed.iter().map(|i| i.scheduler.name()).collect();
-        out.push(drift("foreign-scheduler", format!("installed in more than one scheduler ({}); run `almanac automation install` to keep one", names.join(", "))));
-    }
-    for i in installed {
-        let name = i.scheduler.name();
-        match &i.program {
-            Some(p) => {
-                let ok = std::fs::metadata(p).is_ok_and(|m| {
-                    m.is_file()
-                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-                });
-                if !ok {
-                    out.push(drift("program-missing", format!("{name} runs {p}, which does not exist or is not executable; reinstall almanac or run `almanac automation install --program PATH`")));
-                } else if config.program.as_deref().is_some_and(|c| c != p) {
-                    out.push(drift("program-mismatch", format!("{name} runs {p} but config records {}; run `almanac automation install`", config.program.as_deref().unwrap_or(""))));
-                }
-            }
-            None => out.push(drift(
-                "program-missing",
-                format!("{name}: no program in {}", i.file),
-            )),
-        }
-        if i.args != SWEEP_ARGS {
-            out.push(drift("file-modified", format!("{name} runs `{}`, not `capture sweep --scheduled`; run `almanac automation install`", i.args.join(" "))));
-        }
-        if i.scheduler == Kind::Launchd && i.interval_secs != Some(every.as_secs()) {
-            out.push(drift(
-                "interval-mismatch",
-                format!("launchd StartInterval is {}s but config says every {}; run `almanac automation install`", i.interval_secs.unwrap_or(0), format_duration(every)),
-            ));
-        }
-        for p in &i.problems {
-            let (code, msg) = p.split_once(": ").unwrap_or(("scheduler-problem", p));
-            out.push(drift(code, format!("{name}: {msg}")));
-        }
-    }
-    out
 }
 
 pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i32, Failure> {
@@ -281,7 +218,7 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
         .into_iter()
         .filter_map(|k| automation::installed(k, &spec))
         .collect();
-    let drift = drifts(&config, &installed, every);
+    let drift = drift::drifts(&config, &installed, every);
     let last: Option<serde_json::Value> =
         std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
             .ok()
@@ -361,42 +298,15 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
     })
 }
 
-/// `capture sweep --scheduled`: the OS only wakes us; sweep only when `every` has passed since the last
-/// sweep started (with a little slack, so a tick exactly one interval later is due).
-pub fn scheduled_due(cx: &Context, config: &Config) -> Result<(), String> {
-    if config.automation_enabled == Some(false) {
-        return Err(
-            "automatic capture is disabled ([automation.capture] enabled = false); nothing to do"
-                .into(),
-        );
-    }
+/// `capture sweep --scheduled`: whether a sweep is due now (see `automation::due`).
+pub fn scheduled_due(cx: &Context, config: &Config) -> Result<(), NotDue> {
     let every = config.every.unwrap_or(DEFAULT_EVERY);
-    let slack = (every / 10).min(Duration::from_secs(300));
-    let last = std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| {
-            v["startedAt"]
-                .as_str()
-                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-        })
-        .map(|t| t.with_timezone(&chrono::Utc));
-    let Some(last) = last else { return Ok(()) };
-    let since = cx
-        .now
-        .signed_duration_since(last)
-        .to_std()
-        .unwrap_or(Duration::ZERO);
-    if since + slack >= every {
-        return Ok(());
-    }
-    let next = last + chrono::Duration::from_std(every - slack).unwrap_or_default();
-    Err(format!(
-        "capture sweep not due: last sweep {} ago, every {}; next after {}",
-        format_duration(since),
-        format_duration(every),
-        crate::policy::iso(next)
-    ))
+    due::scheduled_due(
+        config,
+        every,
+        due::last_sweep_started(&cx.almanac_home),
+        cx.now,
+    )
 }
 
 pub struct SetupArgs {

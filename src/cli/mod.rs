@@ -648,7 +648,8 @@ fn sweep_command(
         }
     };
     if args.scheduled {
-        if let Err(why) = automation_cmds::scheduled_due(cx, &config) {
+        if let Err(not_due) = automation_cmds::scheduled_due(cx, &config) {
+            let why = not_due.to_string();
             // One line for the scheduler's log, and success: not being due is normal.
             if args.json {
                 out.json(&serde_json::json!({"ok": true, "due": false, "reason": why}));

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod head;
+pub mod locate;
 pub mod repo;
 
 use crate::context::Context;

@@ -2,6 +2,8 @@
 //! and writes nothing; a live sweep queues capture runs, records them in each repo's ledger, and starts at
 //! most one background worker per repo.
 
+pub mod setup;
+
 use crate::capture::run::{RunRecord, RunStatus};
 use crate::capture::{self, RunSpec};
 use crate::context::Context;

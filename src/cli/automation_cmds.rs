@@ -31,7 +31,6 @@ pub struct InstallArgs {
     pub every: Option<String>,
     pub quiet: Option<String>,
     pub job: JobArgs,
-    pub json: bool,
 }
 
 fn job(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
@@ -68,6 +67,19 @@ fn duration_flag(name: &str, v: Option<&str>, zero_ok: bool) -> Result<Option<Du
         return Err(Failure::Usage(format!("{name}: must be greater than zero")));
     }
     Ok(Some(d))
+}
+
+/// What `automation install` did, for rendering.
+struct Installation {
+    kind: Kind,
+    changed: bool,
+    file: String,
+    every: Duration,
+    quiet: Duration,
+    apps: Vec<String>,
+    since: Option<String>,
+    spec: JobSpec,
+    removed: Vec<String>,
 }
 
 pub fn install(
@@ -112,47 +124,62 @@ pub fn install(
     }
     let report = automation::install(kind, &spec).map_err(Failure::Other)?;
     warnings.extend(report.warnings);
-    let changed = report.changed || config_changed || !removed.is_empty();
-    if a.json {
-        out.json(&serde_json::json!({
-            "ok": true, "changed": changed, "scheduler": kind, "file": report.file,
-            "every": format_duration(every), "quiet": format_duration(quiet), "apps": apps,
-            "captureSince": since, "command": spec.argv(), "logs": [spec.out_log, spec.err_log],
-            "removed": removed, "warnings": warnings,
-        }));
-    } else {
-        out.line(&if changed {
-            format!("almanac: automatic capture installed ({})", kind.name())
-        } else {
-            format!(
-                "almanac: automatic capture already installed ({}); nothing changed",
-                kind.name()
-            )
-        });
-        out.line(&format!("  every: {}", format_duration(every)));
-        out.line(&format!("  quiet: {}", format_duration(quiet)));
-        out.line(&format!("  apps: {}", apps.join(", ")));
-        if let Some(s) = &since {
-            out.line(&format!("  capturing transcripts after: {s}"));
-        }
-        out.line(&format!("  command: {}", spec.argv().join(" ")));
-        out.line(&format!("  file: {}", report.file));
-        out.line(&format!(
-            "  logs: {} and {}",
-            spec.out_log.display(),
-            spec.err_log.display()
-        ));
-        for r in &removed {
-            out.line(&format!("  {r}"));
-        }
-    }
+    let done = Installation {
+        kind,
+        changed: report.changed || config_changed || !removed.is_empty(),
+        file: report.file,
+        every,
+        quiet,
+        apps,
+        since,
+        spec,
+        removed,
+    };
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true, "changed": done.changed, "scheduler": done.kind, "file": done.file,
+                "every": format_duration(done.every), "quiet": format_duration(done.quiet), "apps": done.apps,
+                "captureSince": done.since, "command": done.spec.argv(), "logs": [done.spec.out_log, done.spec.err_log],
+                "removed": done.removed, "warnings": warnings,
+            })
+        },
+        |out| install_human(&done, out),
+    );
     for w in &warnings {
         eprintln!("almanac: warning: {w}");
     }
     Ok(EXIT_OK)
 }
 
-pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure> {
+fn install_human(d: &Installation, out: &mut Out) {
+    out.line(&if d.changed {
+        format!("almanac: automatic capture installed ({})", d.kind.name())
+    } else {
+        format!(
+            "almanac: automatic capture already installed ({}); nothing changed",
+            d.kind.name()
+        )
+    });
+    out.line(&format!("  every: {}", format_duration(d.every)));
+    out.line(&format!("  quiet: {}", format_duration(d.quiet)));
+    out.line(&format!("  apps: {}", d.apps.join(", ")));
+    if let Some(s) = &d.since {
+        out.line(&format!("  capturing transcripts after: {s}"));
+    }
+    out.line(&format!("  command: {}", d.spec.argv().join(" ")));
+    out.line(&format!("  file: {}", d.file));
+    out.line(&format!(
+        "  logs: {} and {}",
+        d.spec.out_log.display(),
+        d.spec.err_log.display()
+    ));
+    for r in &d.removed {
+        out.line(&format!("  {r}"));
+    }
+}
+
+pub fn uninstall(cx: &Context, out: &mut Out) -> Result<i32, Failure> {
     let config = load_config(cx)?;
     let program = config
         .program
@@ -173,21 +200,22 @@ pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure
         config::write_automation(&cx.config_path(), cx.now, None, Some(false))
             .map_err(|e| Failure::Config(vec![e.0]))?;
     }
-    if json {
-        out.json(
-            &serde_json::json!({"ok": errors.is_empty(), "removed": removed, "errors": errors}),
-        );
-    } else if removed.is_empty() && errors.is_empty() {
-        out.line("almanac: automatic capture is not installed; nothing to remove");
-    } else {
-        for r in &removed {
-            out.line(&format!("almanac: removed {r}"));
-        }
-        out.line(&format!(
-            "  logs and state are kept in {}",
-            cx.almanac_home.display()
-        ));
-    }
+    out.emit(
+        || serde_json::json!({"ok": errors.is_empty(), "removed": removed, "errors": errors}),
+        |out| {
+            if removed.is_empty() && errors.is_empty() {
+                out.line("almanac: automatic capture is not installed; nothing to remove");
+                return;
+            }
+            for r in &removed {
+                out.line(&format!("almanac: removed {r}"));
+            }
+            out.line(&format!(
+                "  logs and state are kept in {}",
+                cx.almanac_home.display()
+            ));
+        },
+    );
     if !errors.is_empty() {
         return Err(Failure::Other(errors.join("; ")));
     }
@@ -205,7 +233,17 @@ fn configured_json(config: &Config) -> serde_json::Value {
     })
 }
 
-pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i32, Failure> {
+/// What `automation status` reports: the job as configured and as installed, and the drift between.
+struct Status {
+    config: Config,
+    every: Duration,
+    spec: JobSpec,
+    installed: Vec<Installed>,
+    drift: Vec<drift::Drift>,
+    last: Option<serde_json::Value>,
+}
+
+fn read_status(cx: &Context) -> Result<Status, Failure> {
     let config = load_config(cx)?;
     let every = config.every.unwrap_or(DEFAULT_EVERY);
     let program = config
@@ -223,79 +261,97 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
         std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
-    if json {
-        out.json(&serde_json::json!({
-            "ok": true,
-            "configured": configured_json(&config),
-            "installed": installed,
-            "drift": drift,
-            "lastSweep": last,
-            "breaker": crate::capture::breaker::read(&cx.almanac_home),
-            "logs": [spec.out_log, spec.err_log],
-        }));
-    } else {
-        let enabled = config.automation_enabled.unwrap_or(false);
-        out.line(&format!(
-            "automatic capture: {}",
-            if enabled { "enabled" } else { "not enabled" }
-        ));
-        out.line(&format!(
-            "  every: {}, quiet: {}",
-            format_duration(every),
-            format_duration(config.quiet.unwrap_or(DEFAULT_QUIET))
-        ));
-        if let Some(s) = config.capture_since {
-            out.line(&format!(
-                "  capturing transcripts after: {}",
-                crate::policy::iso(s)
-            ));
-        }
-        if installed.is_empty() {
-            out.line("  installed: nowhere");
-        }
-        for i in &installed {
-            out.line(&format!("  installed: {} ({})", i.scheduler.name(), i.file));
-            out.line(&format!(
-                "    command: {} {}",
-                i.program.as_deref().unwrap_or("?"),
-                i.args.join(" ")
-            ));
-            out.line(&format!("    state: {}", i.live));
-        }
-        match &last {
-            Some(l) => out.line(&format!(
-                "  last sweep: {} (exit {}, {} started, {} need attention)",
-                l["startedAt"].as_str().unwrap_or("?"),
-                l["exit"],
-                l["started"],
-                l["needsAttention"]
-            )),
-            None => out.line("  last sweep: none recorded"),
-        }
-        out.line(&format!(
-            "  logs: {} and {}",
-            spec.out_log.display(),
-            spec.err_log.display()
-        ));
-        if let Some(b) = crate::capture::breaker::read(&cx.almanac_home).filter(|b| b.tripped) {
-            out.line(&format!(
-                "  circuit breaker: tripped at {} ({}); the next sweep starts afresh",
-                b.tripped_at.as_deref().unwrap_or("?"),
-                b.reason.as_deref().unwrap_or("")
-            ));
-        }
-        if drift.is_empty() {
-            out.line("  drift: none");
-        }
-        for d in &drift {
-            out.line(&format!("  drift: {}: {}", d.code, d.message));
-        }
-    }
-    Ok(if check && !drift.is_empty() {
+    Ok(Status {
+        config,
+        every,
+        spec,
+        installed,
+        drift,
+        last,
+    })
+}
+
+pub fn status(cx: &Context, check: bool, out: &mut Out) -> Result<i32, Failure> {
+    let st = read_status(cx)?;
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true,
+                "configured": configured_json(&st.config),
+                "installed": st.installed,
+                "drift": st.drift,
+                "lastSweep": st.last,
+                "breaker": crate::capture::breaker::read(&cx.almanac_home),
+                "logs": [st.spec.out_log, st.spec.err_log],
+            })
+        },
+        |out| status_human(cx, &st, out),
+    );
+    Ok(if check && !st.drift.is_empty() {
         EXIT_FAILURE
     } else {
         EXIT_OK
     })
+}
+
+fn status_human(cx: &Context, st: &Status, out: &mut Out) {
+    let config = &st.config;
+    let enabled = config.automation_enabled.unwrap_or(false);
+    out.line(&format!(
+        "automatic capture: {}",
+        if enabled { "enabled" } else { "not enabled" }
+    ));
+    out.line(&format!(
+        "  every: {}, quiet: {}",
+        format_duration(st.every),
+        format_duration(config.quiet.unwrap_or(DEFAULT_QUIET))
+    ));
+    if let Some(s) = config.capture_since {
+        out.line(&format!(
+            "  capturing transcripts after: {}",
+            crate::policy::iso(s)
+        ));
+    }
+    if st.installed.is_empty() {
+        out.line("  installed: nowhere");
+    }
+    for i in &st.installed {
+        out.line(&format!("  installed: {} ({})", i.scheduler.name(), i.file));
+        out.line(&format!(
+            "    command: {} {}",
+            i.program.as_deref().unwrap_or("?"),
+            i.args.join(" ")
+        ));
+        out.line(&format!("    state: {}", i.live));
+    }
+    match &st.last {
+        Some(l) => out.line(&format!(
+            "  last sweep: {} (exit {}, {} started, {} need attention)",
+            l["startedAt"].as_str().unwrap_or("?"),
+            l["exit"],
+            l["started"],
+            l["needsAttention"]
+        )),
+        None => out.line("  last sweep: none recorded"),
+    }
+    out.line(&format!(
+        "  logs: {} and {}",
+        st.spec.out_log.display(),
+        st.spec.err_log.display()
+    ));
+    if let Some(b) = crate::capture::breaker::read(&cx.almanac_home).filter(|b| b.tripped) {
+        out.line(&format!(
+            "  circuit breaker: tripped at {} ({}); the next sweep starts afresh",
+            b.tripped_at.as_deref().unwrap_or("?"),
+            b.reason.as_deref().unwrap_or("")
+        ));
+    }
+    if st.drift.is_empty() {
+        out.line("  drift: none");
+    }
+    for d in &st.drift {
+        out.line(&format!("  drift: {}: {}", d.code, d.message));
+    }
 }
 
 /// `capture sweep --scheduled`: whether a sweep is due now (see `automation::due`).
@@ -359,7 +415,6 @@ pub fn setup(
                         every: Some(every),
                         quiet: None,
                         job: a.job.clone(),
-                        json: false,
                     },
                     out,
                 )?;

@@ -7,6 +7,7 @@ use crate::automation::due::{self, NotDue};
 use crate::automation::{self, drift, Installed, JobSpec, Kind};
 use crate::config::{self, AutomationSettings, Config};
 use crate::context::Context;
+use crate::sweep::setup;
 use crate::util::duration::{format_duration, parse_duration};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,33 +32,6 @@ pub struct InstallArgs {
     pub every: Option<String>,
     pub quiet: Option<String>,
     pub job: JobArgs,
-}
-
-fn job(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
-    let logs = cx.almanac_home.join("logs");
-    let config_home = cx
-        .var("XDG_CONFIG_HOME")
-        .filter(|v| Path::new(v).is_absolute())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cx.home.join(".config"));
-    JobSpec {
-        program,
-        every,
-        path_env: automation::job_path(cx.var("PATH").unwrap_or(""), &cx.home),
-        out_log: logs.join("capture-sweep.out.log"),
-        err_log: logs.join("capture-sweep.err.log"),
-        home: cx.home.clone(),
-        almanac_home: cx.almanac_home.clone(),
-        config_home,
-    }
-}
-
-/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt.
-fn kinds_here() -> Vec<Kind> {
-    Kind::ALL
-        .into_iter()
-        .filter(|k| !(cfg!(target_os = "macos") && *k == Kind::Cron))
-        .collect()
 }
 
 fn duration_flag(name: &str, v: Option<&str>, zero_ok: bool) -> Result<Option<Duration>, Failure> {
@@ -98,10 +72,7 @@ pub fn install(
             .map_err(Failure::Usage)?;
     let every = every_flag.or(config.every).unwrap_or(DEFAULT_EVERY);
     let quiet = quiet_flag.or(config.quiet).unwrap_or(DEFAULT_QUIET);
-    let apps = config
-        .apps
-        .clone()
-        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect());
+    let apps = setup::configured_apps(&config, &catalog);
     // Config first: capture_since must exist before the scheduler's first (RunAtLoad) sweep.
     let settings = AutomationSettings {
         enabled: true,
@@ -113,9 +84,9 @@ pub fn install(
     let (config_changed, since) =
         config::write_automation(&cx.config_path(), cx.now, Some(&settings), None)
             .map_err(|e| Failure::Config(vec![e.0]))?;
-    let spec = job(cx, program.clone(), every);
+    let spec = JobSpec::for_home(cx, program.clone(), every);
     let mut removed = Vec::new();
-    for other in kinds_here().into_iter().filter(|k| *k != kind) {
+    for other in automation::kinds_here().into_iter().filter(|k| *k != kind) {
         match automation::uninstall(other, &spec) {
             Ok(Some(what)) => removed.push(format!("removed from {}: {what}", other.name())),
             Ok(None) => {}
@@ -186,10 +157,10 @@ pub fn uninstall(cx: &Context, out: &mut Out) -> Result<i32, Failure> {
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = job(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
+    let spec = JobSpec::for_home(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
     let mut removed = Vec::new();
     let mut errors = Vec::new();
-    for kind in kinds_here() {
+    for kind in automation::kinds_here() {
         match automation::uninstall(kind, &spec) {
             Ok(Some(what)) => removed.push(format!("{}: {what}", kind.name())),
             Ok(None) => {}
@@ -251,8 +222,8 @@ fn read_status(cx: &Context) -> Result<Status, Failure> {
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = job(cx, program, every);
-    let installed: Vec<Installed> = kinds_here()
+    let spec = JobSpec::for_home(cx, program, every);
+    let installed: Vec<Installed> = automation::kinds_here()
         .into_iter()
         .filter_map(|k| automation::installed(k, &spec))
         .collect();

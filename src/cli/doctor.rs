@@ -210,15 +210,11 @@ fn store_checks(cx: &Context, catalog: &Catalog) -> Vec<Check> {
 
 /// What a sweep would do now (a dry run with the configured apps, settings and budget).
 fn dry_sweep(cx: &Context, config: &Config, catalog: &Catalog) -> Summary {
-    let apps = config
-        .apps
-        .clone()
-        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect());
     crate::sweep::run(
         catalog,
         cx,
         &crate::sweep::SweepOptions {
-            apps,
+            apps: crate::sweep::setup::configured_apps(config, catalog),
             settings: crate::sweep::setup::settings(cx.now, config, None),
             dry_run: true,
             agent: config.capture.agent.clone(),

@@ -20,6 +20,14 @@ pub fn settings(now: DateTime<Utc>, config: &Config, quiet_flag: Option<Duration
     }
 }
 
+/// The apps config names (`[automation.capture] apps`), else every loaded rule set; unchecked.
+pub fn configured_apps(config: &Config, catalog: &Catalog) -> Vec<String> {
+    config
+        .apps
+        .clone()
+        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect())
+}
+
 /// Why an app selection is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppsError {

@@ -4,9 +4,12 @@
 //! tests put recording fakes first on PATH.
 
 pub mod cron;
+pub mod drift;
+pub mod due;
 pub mod launchd;
 pub mod systemd;
 
+use crate::context::Context;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -32,6 +35,26 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// The job for this user: logs under the almanac home, the PATH and homes the job needs.
+    pub fn for_home(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
+        let logs = cx.almanac_home.join("logs");
+        let config_home = cx
+            .var("XDG_CONFIG_HOME")
+            .filter(|v| Path::new(v).is_absolute())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cx.home.join(".config"));
+        JobSpec {
+            program,
+            every,
+            path_env: job_path(cx.var("PATH").unwrap_or(""), &cx.home),
+            out_log: logs.join("capture-sweep.out.log"),
+            err_log: logs.join("capture-sweep.err.log"),
+            home: cx.home.clone(),
+            almanac_home: cx.almanac_home.clone(),
+            config_home,
+        }
+    }
+
     pub fn argv(&self) -> Vec<String> {
         let mut v = vec![self.program.display().to_string()];
         v.extend(SWEEP_ARGS.iter().map(|s| s.to_string()));
@@ -100,6 +123,14 @@ fn text(o: &Output) -> String {
         s = String::from_utf8_lossy(&o.stdout).trim().to_string();
     }
     s
+}
+
+/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt.
+pub fn kinds_here() -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| !(cfg!(target_os = "macos") && *k == Kind::Cron))
+        .collect()
 }
 
 /// `auto`: macOS -> launchd; elsewhere systemd when `systemctl --user` answers, else cron.

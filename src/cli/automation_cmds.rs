@@ -3,11 +3,12 @@
 
 use super::output::Out;
 use super::{load_catalog, load_config, Failure, EXIT_FAILURE, EXIT_OK};
-use crate::automation::{self, Installed, JobSpec, Kind, SWEEP_ARGS};
+use crate::automation::due::{self, NotDue};
+use crate::automation::{self, drift, Installed, JobSpec, Kind};
 use crate::config::{self, AutomationSettings, Config};
 use crate::context::Context;
+use crate::sweep::setup;
 use crate::util::duration::{format_duration, parse_duration};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -31,34 +32,6 @@ pub struct InstallArgs {
     pub every: Option<String>,
     pub quiet: Option<String>,
     pub job: JobArgs,
-    pub json: bool,
-}
-
-fn job(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
-    let logs = cx.almanac_home.join("logs");
-    let config_home = cx
-        .var("XDG_CONFIG_HOME")
-        .filter(|v| Path::new(v).is_absolute())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cx.home.join(".config"));
-    JobSpec {
-        program,
-        every,
-        path_env: automation::job_path(cx.var("PATH").unwrap_or(""), &cx.home),
-        out_log: logs.join("capture-sweep.out.log"),
-        err_log: logs.join("capture-sweep.err.log"),
-        home: cx.home.clone(),
-        almanac_home: cx.almanac_home.clone(),
-        config_home,
-    }
-}
-
-/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt.
-fn kinds_here() -> Vec<Kind> {
-    Kind::ALL
-        .into_iter()
-        .filter(|k| !(cfg!(target_os = "macos") && *k == Kind::Cron))
-        .collect()
 }
 
 fn duration_flag(name: &str, v: Option<&str>, zero_ok: bool) -> Result<Option<Duration>, Failure> {
@@ -68,6 +41,19 @@ fn duration_flag(name: &str, v: Option<&str>, zero_ok: bool) -> Result<Option<Du
         return Err(Failure::Usage(format!("{name}: must be greater than zero")));
     }
     Ok(Some(d))
+}
+
+/// What `automation install` did, for rendering.
+struct Installation {
+    kind: Kind,
+    changed: bool,
+    file: String,
+    every: Duration,
+    quiet: Duration,
+    apps: Vec<String>,
+    since: Option<String>,
+    spec: JobSpec,
+    removed: Vec<String>,
 }
 
 pub fn install(
@@ -86,10 +72,7 @@ pub fn install(
             .map_err(Failure::Usage)?;
     let every = every_flag.or(config.every).unwrap_or(DEFAULT_EVERY);
     let quiet = quiet_flag.or(config.quiet).unwrap_or(DEFAULT_QUIET);
-    let apps = config
-        .apps
-        .clone()
-        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect());
+    let apps = setup::configured_apps(&config, &catalog);
     // Config first: capture_since must exist before the scheduler's first (RunAtLoad) sweep.
     let settings = AutomationSettings {
         enabled: true,
@@ -101,9 +84,9 @@ pub fn install(
     let (config_changed, since) =
         config::write_automation(&cx.config_path(), cx.now, Some(&settings), None)
             .map_err(|e| Failure::Config(vec![e.0]))?;
-    let spec = job(cx, program.clone(), every);
+    let spec = JobSpec::for_home(cx, program.clone(), every);
     let mut removed = Vec::new();
-    for other in kinds_here().into_iter().filter(|k| *k != kind) {
+    for other in automation::kinds_here().into_iter().filter(|k| *k != kind) {
         match automation::uninstall(other, &spec) {
             Ok(Some(what)) => removed.push(format!("removed from {}: {what}", other.name())),
             Ok(None) => {}
@@ -112,57 +95,72 @@ pub fn install(
     }
     let report = automation::install(kind, &spec).map_err(Failure::Other)?;
     warnings.extend(report.warnings);
-    let changed = report.changed || config_changed || !removed.is_empty();
-    if a.json {
-        out.json(&serde_json::json!({
-            "ok": true, "changed": changed, "scheduler": kind, "file": report.file,
-            "every": format_duration(every), "quiet": format_duration(quiet), "apps": apps,
-            "captureSince": since, "command": spec.argv(), "logs": [spec.out_log, spec.err_log],
-            "removed": removed, "warnings": warnings,
-        }));
-    } else {
-        out.line(&if changed {
-            format!("almanac: automatic capture installed ({})", kind.name())
-        } else {
-            format!(
-                "almanac: automatic capture already installed ({}); nothing changed",
-                kind.name()
-            )
-        });
-        out.line(&format!("  every: {}", format_duration(every)));
-        out.line(&format!("  quiet: {}", format_duration(quiet)));
-        out.line(&format!("  apps: {}", apps.join(", ")));
-        if let Some(s) = &since {
-            out.line(&format!("  capturing transcripts after: {s}"));
-        }
-        out.line(&format!("  command: {}", spec.argv().join(" ")));
-        out.line(&format!("  file: {}", report.file));
-        out.line(&format!(
-            "  logs: {} and {}",
-            spec.out_log.display(),
-            spec.err_log.display()
-        ));
-        for r in &removed {
-            out.line(&format!("  {r}"));
-        }
-    }
+    let done = Installation {
+        kind,
+        changed: report.changed || config_changed || !removed.is_empty(),
+        file: report.file,
+        every,
+        quiet,
+        apps,
+        since,
+        spec,
+        removed,
+    };
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true, "changed": done.changed, "scheduler": done.kind, "file": done.file,
+                "every": format_duration(done.every), "quiet": format_duration(done.quiet), "apps": done.apps,
+                "captureSince": done.since, "command": done.spec.argv(), "logs": [done.spec.out_log, done.spec.err_log],
+                "removed": done.removed, "warnings": warnings,
+            })
+        },
+        |out| install_human(&done, out),
+    );
     for w in &warnings {
         eprintln!("almanac: warning: {w}");
     }
     Ok(EXIT_OK)
 }
 
-pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure> {
+fn install_human(d: &Installation, out: &mut Out) {
+    out.line(&if d.changed {
+        format!("almanac: automatic capture installed ({})", d.kind.name())
+    } else {
+        format!(
+            "almanac: automatic capture already installed ({}); nothing changed",
+            d.kind.name()
+        )
+    });
+    out.line(&format!("  every: {}", format_duration(d.every)));
+    out.line(&format!("  quiet: {}", format_duration(d.quiet)));
+    out.line(&format!("  apps: {}", d.apps.join(", ")));
+    if let Some(s) = &d.since {
+        out.line(&format!("  capturing transcripts after: {s}"));
+    }
+    out.line(&format!("  command: {}", d.spec.argv().join(" ")));
+    out.line(&format!("  file: {}", d.file));
+    out.line(&format!(
+        "  logs: {} and {}",
+        d.spec.out_log.display(),
+        d.spec.err_log.display()
+    ));
+    for r in &d.removed {
+        out.line(&format!("  {r}"));
+    }
+}
+
+pub fn uninstall(cx: &Context, out: &mut Out) -> Result<i32, Failure> {
     let config = load_config(cx)?;
     let program = config
         .program
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = job(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
+    let spec = JobSpec::for_home(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
     let mut removed = Vec::new();
     let mut errors = Vec::new();
-    for kind in kinds_here() {
+    for kind in automation::kinds_here() {
         match automation::uninstall(kind, &spec) {
             Ok(Some(what)) => removed.push(format!("{}: {what}", kind.name())),
             Ok(None) => {}
@@ -173,39 +171,26 @@ pub fn uninstall(cx: &Context, json: bool, out: &mut Out) -> Result<i32, Failure
         config::write_automation(&cx.config_path(), cx.now, None, Some(false))
             .map_err(|e| Failure::Config(vec![e.0]))?;
     }
-    if json {
-        out.json(
-            &serde_json::json!({"ok": errors.is_empty(), "removed": removed, "errors": errors}),
-        );
-    } else if removed.is_empty() && errors.is_empty() {
-        out.line("almanac: automatic capture is not installed; nothing to remove");
-    } else {
-        for r in &removed {
-            out.line(&format!("almanac: removed {r}"));
-        }
-        out.line(&format!(
-            "  logs and state are kept in {}",
-            cx.almanac_home.display()
-        ));
-    }
+    out.emit(
+        || serde_json::json!({"ok": errors.is_empty(), "removed": removed, "errors": errors}),
+        |out| {
+            if removed.is_empty() && errors.is_empty() {
+                out.line("almanac: automatic capture is not installed; nothing to remove");
+                return;
+            }
+            for r in &removed {
+                out.line(&format!("almanac: removed {r}"));
+            }
+            out.line(&format!(
+                "  logs and state are kept in {}",
+                cx.almanac_home.display()
+            ));
+        },
+    );
     if !errors.is_empty() {
         return Err(Failure::Other(errors.join("; ")));
     }
     Ok(EXIT_OK)
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Drift {
-    code: String,
-    message: String,
-}
-
-fn drift(code: &str, message: String) -> Drift {
-    Drift {
-        code: code.into(),
-        message,
-    }
 }
 
 fn configured_json(config: &Config) -> serde_json::Value {
@@ -219,56 +204,17 @@ fn configured_json(config: &Config) -> serde_json::Value {
     })
 }
 
-fn drifts(config: &Config, installed: &[Installed], every: Duration) -> Vec<Drift> {
-    let mut out = Vec::new();
-    let enabled = config.automation_enabled.unwrap_or(false);
-    if enabled && installed.is_empty() {
-        out.push(drift("not-installed", "config enables automatic capture but no scheduler holds it; run `almanac automation install`".into()));
-    }
-    if !enabled && !installed.is_empty() {
-        out.push(drift("installed-but-disabled", "a scheduler holds the sweep but config does not enable it; run `almanac automation install` or `uninstall`".into()));
-    }
-    if installed.len() > 1 {
-        let names: Vec<&str> = installed.iter().map(|i| i.scheduler.name()).collect();
-        out.push(drift("foreign-scheduler", format!("installed in more than one scheduler ({}); run `almanac automation install` to keep one", names.join(", "))));
-    }
-    for i in installed {
-        let name = i.scheduler.name();
-        match &i.program {
-            Some(p) => {
-                let ok = std::fs::metadata(p).is_ok_and(|m| {
-                    m.is_file()
-                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-                });
-                if !ok {
-                    out.push(drift("program-missing", format!("{name} runs {p}, which does not exist or is not executable; reinstall almanac or run `almanac automation install --program PATH`")));
-                } else if config.program.as_deref().is_some_and(|c| c != p) {
-                    out.push(drift("program-mismatch", format!("{name} runs {p} but config records {}; run `almanac automation install`", config.program.as_deref().unwrap_or(""))));
-                }
-            }
-            None => out.push(drift(
-                "program-missing",
-                format!("{name}: no program in {}", i.file),
-            )),
-        }
-        if i.args != SWEEP_ARGS {
-            out.push(drift("file-modified", format!("{name} runs `{}`, not `capture sweep --scheduled`; run `almanac automation install`", i.args.join(" "))));
-        }
-        if i.scheduler == Kind::Launchd && i.interval_secs != Some(every.as_secs()) {
-            out.push(drift(
-                "interval-mismatch",
-                format!("launchd StartInterval is {}s but config says every {}; run `almanac automation install`", i.interval_secs.unwrap_or(0), format_duration(every)),
-            ));
-        }
-        for p in &i.problems {
-            let (code, msg) = p.split_once(": ").unwrap_or(("scheduler-problem", p));
-            out.push(drift(code, format!("{name}: {msg}")));
-        }
-    }
-    out
+/// What `automation status` reports: the job as configured and as installed, and the drift between.
+struct Status {
+    config: Config,
+    every: Duration,
+    spec: JobSpec,
+    installed: Vec<Installed>,
+    drift: Vec<drift::Drift>,
+    last: Option<serde_json::Value>,
 }
 
-pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i32, Failure> {
+fn read_status(cx: &Context) -> Result<Status, Failure> {
     let config = load_config(cx)?;
     let every = config.every.unwrap_or(DEFAULT_EVERY);
     let program = config
@@ -276,127 +222,118 @@ pub fn status(cx: &Context, json: bool, check: bool, out: &mut Out) -> Result<i3
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = job(cx, program, every);
-    let installed: Vec<Installed> = kinds_here()
+    let spec = JobSpec::for_home(cx, program, every);
+    let installed: Vec<Installed> = automation::kinds_here()
         .into_iter()
         .filter_map(|k| automation::installed(k, &spec))
         .collect();
-    let drift = drifts(&config, &installed, every);
+    let drift = drift::drifts(&config, &installed, every);
     let last: Option<serde_json::Value> =
         std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
-    if json {
-        out.json(&serde_json::json!({
-            "ok": true,
-            "configured": configured_json(&config),
-            "installed": installed,
-            "drift": drift,
-            "lastSweep": last,
-            "breaker": crate::capture::breaker::read(&cx.almanac_home),
-            "logs": [spec.out_log, spec.err_log],
-        }));
-    } else {
-        let enabled = config.automation_enabled.unwrap_or(false);
-        out.line(&format!(
-            "automatic capture: {}",
-            if enabled { "enabled" } else { "not enabled" }
-        ));
-        out.line(&format!(
-            "  every: {}, quiet: {}",
-            format_duration(every),
-            format_duration(config.quiet.unwrap_or(DEFAULT_QUIET))
-        ));
-        if let Some(s) = config.capture_since {
-            out.line(&format!(
-                "  capturing transcripts after: {}",
-                crate::policy::iso(s)
-            ));
-        }
-        if installed.is_empty() {
-            out.line("  installed: nowhere");
-        }
-        for i in &installed {
-            out.line(&format!("  installed: {} ({})", i.scheduler.name(), i.file));
-            out.line(&format!(
-                "    command: {} {}",
-                i.program.as_deref().unwrap_or("?"),
-                i.args.join(" ")
-            ));
-            out.line(&format!("    state: {}", i.live));
-        }
-        match &last {
-            Some(l) => out.line(&format!(
-                "  last sweep: {} (exit {}, {} started, {} need attention)",
-                l["startedAt"].as_str().unwrap_or("?"),
-                l["exit"],
-                l["started"],
-                l["needsAttention"]
-            )),
-            None => out.line("  last sweep: none recorded"),
-        }
-        out.line(&format!(
-            "  logs: {} and {}",
-            spec.out_log.display(),
-            spec.err_log.display()
-        ));
-        if let Some(b) = crate::capture::breaker::read(&cx.almanac_home).filter(|b| b.tripped) {
-            out.line(&format!(
-                "  circuit breaker: tripped at {} ({}); the next sweep starts afresh",
-                b.tripped_at.as_deref().unwrap_or("?"),
-                b.reason.as_deref().unwrap_or("")
-            ));
-        }
-        if drift.is_empty() {
-            out.line("  drift: none");
-        }
-        for d in &drift {
-            out.line(&format!("  drift: {}: {}", d.code, d.message));
-        }
-    }
-    Ok(if check && !drift.is_empty() {
+    Ok(Status {
+        config,
+        every,
+        spec,
+        installed,
+        drift,
+        last,
+    })
+}
+
+pub fn status(cx: &Context, check: bool, out: &mut Out) -> Result<i32, Failure> {
+    let st = read_status(cx)?;
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true,
+                "configured": configured_json(&st.config),
+                "installed": st.installed,
+                "drift": st.drift,
+                "lastSweep": st.last,
+                "breaker": crate::capture::breaker::read(&cx.almanac_home),
+                "logs": [st.spec.out_log, st.spec.err_log],
+            })
+        },
+        |out| status_human(cx, &st, out),
+    );
+    Ok(if check && !st.drift.is_empty() {
         EXIT_FAILURE
     } else {
         EXIT_OK
     })
 }
 
-/// `capture sweep --scheduled`: the OS only wakes us; sweep only when `every` has passed since the last
-/// sweep started (with a little slack, so a tick exactly one interval later is due).
-pub fn scheduled_due(cx: &Context, config: &Config) -> Result<(), String> {
-    if config.automation_enabled == Some(false) {
-        return Err(
-            "automatic capture is disabled ([automation.capture] enabled = false); nothing to do"
-                .into(),
-        );
+fn status_human(cx: &Context, st: &Status, out: &mut Out) {
+    let config = &st.config;
+    let enabled = config.automation_enabled.unwrap_or(false);
+    out.line(&format!(
+        "automatic capture: {}",
+        if enabled { "enabled" } else { "not enabled" }
+    ));
+    out.line(&format!(
+        "  every: {}, quiet: {}",
+        format_duration(st.every),
+        format_duration(config.quiet.unwrap_or(DEFAULT_QUIET))
+    ));
+    if let Some(s) = config.capture_since {
+        out.line(&format!(
+            "  capturing transcripts after: {}",
+            crate::policy::iso(s)
+        ));
     }
+    if st.installed.is_empty() {
+        out.line("  installed: nowhere");
+    }
+    for i in &st.installed {
+        out.line(&format!("  installed: {} ({})", i.scheduler.name(), i.file));
+        out.line(&format!(
+            "    command: {} {}",
+            i.program.as_deref().unwrap_or("?"),
+            i.args.join(" ")
+        ));
+        out.line(&format!("    state: {}", i.live));
+    }
+    match &st.last {
+        Some(l) => out.line(&format!(
+            "  last sweep: {} (exit {}, {} started, {} need attention)",
+            l["startedAt"].as_str().unwrap_or("?"),
+            l["exit"],
+            l["started"],
+            l["needsAttention"]
+        )),
+        None => out.line("  last sweep: none recorded"),
+    }
+    out.line(&format!(
+        "  logs: {} and {}",
+        st.spec.out_log.display(),
+        st.spec.err_log.display()
+    ));
+    if let Some(b) = crate::capture::breaker::read(&cx.almanac_home).filter(|b| b.tripped) {
+        out.line(&format!(
+            "  circuit breaker: tripped at {} ({}); the next sweep starts afresh",
+            b.tripped_at.as_deref().unwrap_or("?"),
+            b.reason.as_deref().unwrap_or("")
+        ));
+    }
+    if st.drift.is_empty() {
+        out.line("  drift: none");
+    }
+    for d in &st.drift {
+        out.line(&format!("  drift: {}: {}", d.code, d.message));
+    }
+}
+
+/// `capture sweep --scheduled`: whether a sweep is due now (see `automation::due`).
+pub fn scheduled_due(cx: &Context, config: &Config) -> Result<(), NotDue> {
     let every = config.every.unwrap_or(DEFAULT_EVERY);
-    let slack = (every / 10).min(Duration::from_secs(300));
-    let last = std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| {
-            v["startedAt"]
-                .as_str()
-                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-        })
-        .map(|t| t.with_timezone(&chrono::Utc));
-    let Some(last) = last else { return Ok(()) };
-    let since = cx
-        .now
-        .signed_duration_since(last)
-        .to_std()
-        .unwrap_or(Duration::ZERO);
-    if since + slack >= every {
-        return Ok(());
-    }
-    let next = last + chrono::Duration::from_std(every - slack).unwrap_or_default();
-    Err(format!(
-        "capture sweep not due: last sweep {} ago, every {}; next after {}",
-        format_duration(since),
-        format_duration(every),
-        crate::policy::iso(next)
-    ))
+    due::scheduled_due(
+        config,
+        every,
+        due::last_sweep_started(&cx.almanac_home),
+        cx.now,
+    )
 }
 
 pub struct SetupArgs {
@@ -449,7 +386,6 @@ pub fn setup(
                         every: Some(every),
                         quiet: None,
                         job: a.job.clone(),
-                        json: false,
                     },
                     out,
                 )?;

@@ -1,27 +1,40 @@
 //! `almanac doctor`: one screen that says why capture is or is not happening, each problem with the
-//! command that fixes it. Exit 0 when nothing is wrong, 1 when something is.
+//! command that fixes it. Exit 0 when nothing is wrong, 1 when something is. Each area (config, rules,
+//! stores, repos, the sweep, failed runs, the agent, the scheduler) has a function that returns its
+//! checks; `doctor` lists them in order and renders them.
 
 use super::output::Out;
 use super::{Failure, EXIT_FAILURE, EXIT_OK};
+use crate::config::Config;
 use crate::context::Context;
 use crate::discover::{self, resolve_roots};
+use crate::rules::Catalog;
+use crate::sweep::Summary;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One finding: what was looked at, what is wrong (if anything) and the command that fixes it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Check {
-    /// `ok`, `warn` or `fail`.
-    status: &'static str,
+    status: Status,
     name: String,
     detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     fix: Option<String>,
 }
 
-fn check(status: &'static str, name: &str, detail: String, fix: Option<String>) -> Check {
+fn check(status: Status, name: &str, detail: String, fix: Option<String>) -> Check {
     Check {
         status,
         name: name.to_string(),
@@ -61,17 +74,57 @@ fn version_of(program: &Path) -> Option<String> {
         .filter(|l| !l.is_empty())
 }
 
-pub fn doctor(
-    cx: &Context,
-    rules_dir: Option<&Path>,
-    json: bool,
-    out: &mut Out,
-) -> Result<i32, Failure> {
+pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i32, Failure> {
     let mut checks = Vec::new();
-    let config = match crate::config::load(&cx.config_path()) {
+    let config = config_check(cx, &mut checks);
+    let catalog = rules_check(cx, rules_dir, &mut checks);
+    if let (Some(config), Some(catalog)) = (&config, &catalog) {
+        checks.extend(store_checks(cx, catalog));
+        let summary = dry_sweep(cx, config, catalog);
+        let repos = repos_of(&summary);
+        checks.push(repos_check(&repos));
+        checks.push(check(
+            Status::Ok,
+            "sweep",
+            format!(
+                "a sweep now would start {} runs ({} sessions scanned)",
+                summary.started.len(),
+                summary.scanned
+            ),
+            None,
+        ));
+        checks.extend(failed_run_checks(&repos));
+        checks.extend(attention_checks(&summary));
+        checks.push(agent_check(config));
+    }
+    checks.extend(scheduler_checks()?);
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    out.emit(
+        || serde_json::json!({"ok": !failed, "checks": checks}),
+        |out| render(&checks, out),
+    );
+    Ok(if failed { EXIT_FAILURE } else { EXIT_OK })
+}
+
+fn render(checks: &[Check], out: &mut Out) {
+    for c in checks {
+        let mark = match c.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        out.line(&format!("{mark} {}: {}", c.name, c.detail));
+        if let Some(f) = &c.fix {
+            out.line(&format!("     fix: {f}"));
+        }
+    }
+}
+
+fn config_check(cx: &Context, checks: &mut Vec<Check>) -> Option<Config> {
+    match crate::config::load(&cx.config_path()) {
         Ok(c) => {
             checks.push(check(
-                "ok",
+                Status::Ok,
                 "config",
                 format!("{} reads", cx.config_path().display()),
                 None,
@@ -80,18 +133,21 @@ pub fn doctor(
         }
         Err(e) => {
             checks.push(check(
-                "fail",
+                Status::Fail,
                 "config",
                 e.0,
                 Some(format!("fix or move aside {}", cx.config_path().display())),
             ));
             None
         }
-    };
-    let catalog = match super::load_catalog(cx, rules_dir) {
+    }
+}
+
+fn rules_check(cx: &Context, rules_dir: Option<&Path>, checks: &mut Vec<Check>) -> Option<Catalog> {
+    match super::load_catalog(cx, rules_dir) {
         Ok(c) => {
             checks.push(check(
-                "ok",
+                Status::Ok,
                 "rules",
                 format!(
                     "{} rule sets ({}), policy from {}",
@@ -109,274 +165,299 @@ pub fn doctor(
                 _ => vec!["rules did not load".into()],
             };
             checks.push(check(
-                "fail",
+                Status::Fail,
                 "rules",
                 lines.join("; "),
                 Some("almanac rules validate".into()),
             ));
             None
         }
-    };
-    if let (Some(config), Some(catalog)) = (&config, &catalog) {
-        // Stores, with how many transcripts each holds.
-        for rule in &catalog.sets {
-            let mut found = Vec::new();
-            for store in &rule.stores {
-                for root in resolve_roots(store, cx).into_iter().filter(|r| r.exists) {
-                    found.push(root.path.display().to_string());
-                }
-            }
-            let mut files = Vec::new();
-            discover::walk_rule_set(
-                rule,
-                cx,
-                &mut Default::default(),
-                &mut Default::default(),
-                &mut files,
-            );
-            if found.is_empty() {
-                checks.push(check("warn", &format!("{} stores", rule.id), "no store directory exists".into(), Some(format!("nothing to capture from {} yet; `almanac rules list` shows where almanac looks", rule.name))));
-            } else {
-                checks.push(check(
-                    "ok",
-                    &format!("{} stores", rule.id),
-                    format!("{} transcripts in {}", files.len(), found.join(", ")),
-                    None,
-                ));
+    }
+}
+
+/// Each rule set's stores, with how many transcripts they hold.
+fn store_checks(cx: &Context, catalog: &Catalog) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for rule in &catalog.sets {
+        let mut found = Vec::new();
+        for store in &rule.stores {
+            for root in resolve_roots(store, cx).into_iter().filter(|r| r.exists) {
+                found.push(root.path.display().to_string());
             }
         }
-        // What a sweep would do now.
-        let settings = crate::policy::Settings {
-            now: cx.now,
-            capture_since: config.capture_since,
-            quiet_flag: None,
-            quiet_config: config.quiet,
-            max_attempts: config.capture.max_attempts,
-        };
-        let apps = config
-            .apps
-            .clone()
-            .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect());
-        let summary = crate::sweep::run(
-            catalog,
+        let mut files = Vec::new();
+        discover::walk_rule_set(
+            rule,
             cx,
-            &crate::sweep::SweepOptions {
-                apps,
-                settings,
-                dry_run: true,
-                agent: config.capture.agent.clone(),
-                budget: config.budget,
-            },
+            &mut Default::default(),
+            &mut Default::default(),
+            &mut files,
         );
-        let repos: BTreeSet<String> = summary
-            .started
-            .iter()
-            .map(|s| s.repo_root.clone())
-            .chain(
-                summary
-                    .skipped
-                    .iter()
-                    .chain(&summary.needs_attention)
-                    .filter_map(|s| s.repo_root.clone()),
-            )
-            .collect();
-        if repos.is_empty() {
-            checks.push(check(
-                "warn",
-                "repos",
-                "no transcript belongs to a repo with .almanac/".into(),
-                Some("run `almanac init` in a repo you work on with an agent".into()),
-            ));
+        let name = format!("{} stores", rule.id);
+        checks.push(if found.is_empty() {
+            check(Status::Warn, &name, "no store directory exists".into(), Some(format!("nothing to capture from {} yet; `almanac rules list` shows where almanac looks", rule.name)))
         } else {
-            checks.push(check(
-                "ok",
-                "repos",
-                format!(
-                    "{} repos with .almanac/: {}",
-                    repos.len(),
-                    repos.iter().cloned().collect::<Vec<_>>().join(", ")
-                ),
+            check(
+                Status::Ok,
+                &name,
+                format!("{} transcripts in {}", files.len(), found.join(", ")),
                 None,
-            ));
-        }
-        checks.push(check(
-            "ok",
-            "sweep",
-            format!(
-                "a sweep now would start {} runs ({} sessions scanned)",
-                summary.started.len(),
-                summary.scanned
-            ),
-            None,
-        ));
-        // Recent failed runs in each repo (they are retried by the next sweep, within max_attempts).
-        for repo in &repos {
-            let runs = crate::ledger::record::list(&crate::ledger::runs_dir(Path::new(repo)));
-            for r in runs
+            )
+        });
+    }
+    checks
+}
+
+/// What a sweep would do now (a dry run with the configured apps, settings and budget).
+fn dry_sweep(cx: &Context, config: &Config, catalog: &Catalog) -> Summary {
+    crate::sweep::run(
+        catalog,
+        cx,
+        &crate::sweep::SweepOptions {
+            apps: crate::sweep::setup::configured_apps(config, catalog),
+            settings: crate::sweep::setup::settings(cx.now, config, None),
+            dry_run: true,
+            agent: config.capture.agent.clone(),
+            budget: config.budget,
+        },
+    )
+}
+
+/// The repos (with .almanac/) the transcripts a sweep saw belong to.
+fn repos_of(summary: &Summary) -> BTreeSet<String> {
+    summary
+        .started
+        .iter()
+        .map(|s| s.repo_root.clone())
+        .chain(
+            summary
+                .skipped
                 .iter()
-                .rev()
-                .filter(|r| r.status == crate::ledger::RunStatus::Failed)
-                .take(3)
-            {
-                checks.push(check(
-                    "warn",
-                    &format!("failed run {}", r.run_id),
-                    format!(
-                        "{} {}: {} (log: {})",
-                        r.app,
-                        r.session_id,
-                        r.error.as_deref().unwrap_or("failed"),
-                        r.log_path
-                    ),
-                    Some(format!("almanac capture status --repo {repo}")),
-                ));
-            }
-        }
-        for item in &summary.needs_attention {
-            let fix = match item.reason.code() {
-                "prefix-mismatch" | "retry-budget-exhausted" => {
-                    Some(format!("almanac capture reset {}", item.transcript_path))
-                }
-                "ledger-corrupt" => Some(format!(
-                    "inspect {} (a fresh ledger took its place)",
-                    item.transcript_path
-                )),
-                _ => None,
-            };
+                .chain(&summary.needs_attention)
+                .filter_map(|s| s.repo_root.clone()),
+        )
+        .collect()
+}
+
+fn repos_check(repos: &BTreeSet<String>) -> Check {
+    if repos.is_empty() {
+        return check(
+            Status::Warn,
+            "repos",
+            "no transcript belongs to a repo with .almanac/".into(),
+            Some("run `almanac init` in a repo you work on with an agent".into()),
+        );
+    }
+    check(
+        Status::Ok,
+        "repos",
+        format!(
+            "{} repos with .almanac/: {}",
+            repos.len(),
+            repos.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
+        None,
+    )
+}
+
+/// Recent failed runs in each repo (they are retried by the next sweep, within max_attempts).
+fn failed_run_checks(repos: &BTreeSet<String>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for repo in repos {
+        let runs = crate::ledger::record::list(&crate::ledger::runs_dir(Path::new(repo)));
+        for r in runs
+            .iter()
+            .rev()
+            .filter(|r| r.status == crate::ledger::RunStatus::Failed)
+            .take(3)
+        {
             checks.push(check(
-                "fail",
-                &format!("needs attention: {}", item.reason),
+                Status::Warn,
+                &format!("failed run {}", r.run_id),
                 format!(
-                    "{}: {}",
-                    item.transcript_path,
-                    item.detail.clone().unwrap_or_default()
+                    "{} {}: {} (log: {})",
+                    r.app,
+                    r.session_id,
+                    r.error.as_deref().unwrap_or("failed"),
+                    r.log_path
                 ),
-                fix,
+                Some(format!("almanac capture status --repo {repo}")),
             ));
-        }
-        // The agent.
-        match config.capture.agent_def(&config.capture.agent) {
-            Some(def) => match crate::capture::agent::resolve_program(&def.command[0]) {
-                Some(p) => checks.push(check("ok", "agent", format!("{} -> {} ({})", def.name, p.display(), if crate::config::builtin_agents().contains(def) {
-                            version_of(&p).unwrap_or_else(|| "version unknown".into())
-                        } else {
-                            // A custom agent is not run just to ask its version: it may do anything.
-                            "custom agent; version not checked".into()
-                        }), None)),
-                None => checks.push(check("fail", "agent", format!("{}: `{}` is not on PATH", def.name, def.command[0]), Some(format!("install it, or set [capture] agent / [capture.agents.{}] command in config.toml", def.name)))),
-            },
-            None => checks.push(check("fail", "agent", format!("agent \"{}\" is not defined", config.capture.agent), Some("set [capture] agent in config.toml".into()))),
         }
     }
-    // Scheduler and last sweep, as `automation status` sees them.
-    let mut status_out = Vec::new();
-    let status = {
-        let exe = std::env::current_exe().map_err(|e| Failure::Other(e.to_string()))?;
-        let o = std::process::Command::new(exe)
-            .args(["automation", "status", "--json"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| Failure::Other(e.to_string()))?;
-        status_out.extend(o.stdout);
-        serde_json::from_slice::<serde_json::Value>(&status_out).ok()
+    checks
+}
+
+/// Transcripts a sweep cannot capture until someone acts, with the command that clears each.
+fn attention_checks(summary: &Summary) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for item in &summary.needs_attention {
+        let fix = match item.reason.code() {
+            "prefix-mismatch" | "retry-budget-exhausted" => {
+                Some(format!("almanac capture reset {}", item.transcript_path))
+            }
+            "ledger-corrupt" => Some(format!(
+                "inspect {} (a fresh ledger took its place)",
+                item.transcript_path
+            )),
+            _ => None,
+        };
+        checks.push(check(
+            Status::Fail,
+            &format!("needs attention: {}", item.reason),
+            format!(
+                "{}: {}",
+                item.transcript_path,
+                item.detail.clone().unwrap_or_default()
+            ),
+            fix,
+        ));
+    }
+    checks
+}
+
+/// The configured agent: defined, on PATH, and (for a built-in one) its version.
+fn agent_check(config: &Config) -> Check {
+    let Some(def) = config.capture.agent_def(&config.capture.agent) else {
+        return check(
+            Status::Fail,
+            "agent",
+            format!("agent \"{}\" is not defined", config.capture.agent),
+            Some("set [capture] agent in config.toml".into()),
+        );
     };
-    match status {
-        Some(v) => {
-            let enabled = v["configured"]["enabled"].as_bool().unwrap_or(false);
-            let installed: Vec<String> = v["installed"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|i| i["scheduler"].as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let drift: Vec<String> = v["drift"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|d| {
-                            format!(
-                                "{}: {}",
-                                d["code"].as_str().unwrap_or(""),
-                                d["message"].as_str().unwrap_or("")
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !enabled && installed.is_empty() {
-                checks.push(check(
-                    "warn",
-                    "scheduler",
-                    "automatic capture is not enabled".into(),
-                    Some("almanac automation install".into()),
-                ));
-            } else if drift.is_empty() {
-                checks.push(check(
-                    "ok",
-                    "scheduler",
-                    format!("installed ({}) and matching config", installed.join(", ")),
-                    None,
-                ));
-            } else {
-                checks.push(check(
-                    "fail",
-                    "scheduler",
-                    drift.join("; "),
-                    Some("almanac automation install".into()),
-                ));
-            }
-            match v["lastSweep"].as_object() {
-                Some(l) => checks.push(check(
-                    if l.get("exit").and_then(|e| e.as_i64()) == Some(0) {
-                        "ok"
-                    } else {
-                        "warn"
-                    },
-                    "last sweep",
-                    format!(
-                        "{} (exit {}, {} started, {} need attention)",
-                        l.get("startedAt").and_then(|t| t.as_str()).unwrap_or("?"),
-                        l.get("exit").cloned().unwrap_or_default(),
-                        l.get("started").cloned().unwrap_or_default(),
-                        l.get("needsAttention").cloned().unwrap_or_default()
-                    ),
-                    None,
-                )),
-                None => checks.push(check(
-                    "warn",
-                    "last sweep",
-                    "none recorded".into(),
-                    Some("almanac capture sweep".into()),
-                )),
-            }
-            if v["breaker"]["tripped"].as_bool() == Some(true) {
-                checks.push(check("fail", "circuit breaker", v["breaker"]["reason"].as_str().unwrap_or("tripped").to_string(), Some("see `almanac capture status` for the failures; the next sweep starts afresh".into())));
-            }
-        }
-        None => checks.push(check(
-            "warn",
+    let Some(p) = crate::capture::agent::resolve_program(&def.command[0]) else {
+        return check(
+            Status::Fail,
+            "agent",
+            format!("{}: `{}` is not on PATH", def.name, def.command[0]),
+            Some(format!(
+                "install it, or set [capture] agent / [capture.agents.{}] command in config.toml",
+                def.name
+            )),
+        );
+    };
+    let version = if crate::config::builtin_agents().contains(def) {
+        version_of(&p).unwrap_or_else(|| "version unknown".into())
+    } else {
+        // A custom agent is not run just to ask its version: it may do anything.
+        "custom agent; version not checked".into()
+    };
+    check(
+        Status::Ok,
+        "agent",
+        format!("{} -> {} ({version})", def.name, p.display()),
+        None,
+    )
+}
+
+/// Scheduler and last sweep, as `automation status` sees them.
+fn scheduler_checks() -> Result<Vec<Check>, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::Other(e.to_string()))?;
+    let o = std::process::Command::new(exe)
+        .args(["automation", "status", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Failure::Other(e.to_string()))?;
+    let Some(v) = serde_json::from_slice::<serde_json::Value>(&o.stdout).ok() else {
+        return Ok(vec![check(
+            Status::Warn,
             "scheduler",
             "could not read `almanac automation status`".into(),
             None,
-        )),
+        )]);
+    };
+    let mut checks = vec![scheduler_check(&v), last_sweep_check(&v)];
+    if v["breaker"]["tripped"].as_bool() == Some(true) {
+        checks.push(check(
+            Status::Fail,
+            "circuit breaker",
+            v["breaker"]["reason"]
+                .as_str()
+                .unwrap_or("tripped")
+                .to_string(),
+            Some(
+                "see `almanac capture status` for the failures; the next sweep starts afresh"
+                    .into(),
+            ),
+        ));
     }
-    let failed = checks.iter().any(|c| c.status == "fail");
-    if json {
-        out.json(&serde_json::json!({"ok": !failed, "checks": checks}));
+    Ok(checks)
+}
+
+/// `status` is `automation status --json`.
+fn scheduler_check(status: &serde_json::Value) -> Check {
+    let enabled = status["configured"]["enabled"].as_bool().unwrap_or(false);
+    let installed: Vec<String> = status["installed"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["scheduler"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let drift: Vec<String> = status["drift"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|d| {
+                    format!(
+                        "{}: {}",
+                        d["code"].as_str().unwrap_or(""),
+                        d["message"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !enabled && installed.is_empty() {
+        check(
+            Status::Warn,
+            "scheduler",
+            "automatic capture is not enabled".into(),
+            Some("almanac automation install".into()),
+        )
+    } else if drift.is_empty() {
+        check(
+            Status::Ok,
+            "scheduler",
+            format!("installed ({}) and matching config", installed.join(", ")),
+            None,
+        )
     } else {
-        for c in &checks {
-            let mark = match c.status {
-                "ok" => "ok  ",
-                "warn" => "warn",
-                _ => "FAIL",
-            };
-            out.line(&format!("{mark} {}: {}", c.name, c.detail));
-            if let Some(f) = &c.fix {
-                out.line(&format!("     fix: {f}"));
-            }
-        }
+        check(
+            Status::Fail,
+            "scheduler",
+            drift.join("; "),
+            Some("almanac automation install".into()),
+        )
     }
-    Ok(if failed { EXIT_FAILURE } else { EXIT_OK })
+}
+
+/// `status` is `automation status --json`.
+fn last_sweep_check(status: &serde_json::Value) -> Check {
+    let Some(l) = status["lastSweep"].as_object() else {
+        return check(
+            Status::Warn,
+            "last sweep",
+            "none recorded".into(),
+            Some("almanac capture sweep".into()),
+        );
+    };
+    check(
+        if l.get("exit").and_then(|e| e.as_i64()) == Some(0) {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        "last sweep",
+        format!(
+            "{} (exit {}, {} started, {} need attention)",
+            l.get("startedAt").and_then(|t| t.as_str()).unwrap_or("?"),
+            l.get("exit").cloned().unwrap_or_default(),
+            l.get("started").cloned().unwrap_or_default(),
+            l.get("needsAttention").cloned().unwrap_or_default()
+        ),
+        None,
+    )
 }

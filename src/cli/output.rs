@@ -7,14 +7,37 @@ use crate::rules::Catalog;
 use crate::sweep::Summary;
 use std::io::Write;
 
+/// Where results go, and in which form: `--json` is read once, when the command line is parsed.
 pub struct Out {
     inner: std::io::Stdout,
+    json: bool,
 }
 
 impl Out {
-    pub fn stdout() -> Self {
+    pub fn stdout(json: bool) -> Self {
         Out {
             inner: std::io::stdout(),
+            json,
+        }
+    }
+
+    /// Whether the command was asked for JSON (`--json`).
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// The one place that chooses a command's output form: with `--json`, the value `value` builds,
+    /// as JSON; otherwise `human` renders it for a person.
+    pub fn emit<T: serde::Serialize>(
+        &mut self,
+        value: impl FnOnce() -> T,
+        human: impl FnOnce(&mut Out),
+    ) {
+        if self.json {
+            let v = value();
+            self.json(&v);
+        } else {
+            human(self)
         }
     }
 
@@ -98,43 +121,50 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
     }
 }
 
-pub fn rules_list(catalog: &Catalog, cx: &Context, json: bool, out: &mut Out) {
-    if json {
-        let sets: Vec<_> = catalog
-            .sets
-            .iter()
-            .map(|s| {
-                let stores: Vec<_> = s
-                    .stores
-                    .iter()
-                    .map(|st| {
-                        serde_json::json!({
-                            "name": st.name,
-                            "include": st.include_patterns,
-                            "exclude": st.exclude_patterns,
-                            "roots": resolve_roots(st, cx),
-                        })
+pub fn rules_list(catalog: &Catalog, cx: &Context, out: &mut Out) {
+    out.emit(
+        || rules_list_json(catalog, cx),
+        |out| rules_list_human(catalog, cx, out),
+    );
+}
+
+fn rules_list_json(catalog: &Catalog, cx: &Context) -> serde_json::Value {
+    let sets: Vec<_> = catalog
+        .sets
+        .iter()
+        .map(|s| {
+            let stores: Vec<_> = s
+                .stores
+                .iter()
+                .map(|st| {
+                    serde_json::json!({
+                        "name": st.name,
+                        "include": st.include_patterns,
+                        "exclude": st.exclude_patterns,
+                        "roots": resolve_roots(st, cx),
                     })
-                    .collect();
-                serde_json::json!({
-                    "id": s.id,
-                    "name": s.name,
-                    "source": s.origin.to_string(),
-                    "fields": s.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-                    "stores": stores,
                 })
+                .collect();
+            serde_json::json!({
+                "id": s.id,
+                "name": s.name,
+                "source": s.origin.to_string(),
+                "fields": s.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+                "stores": stores,
             })
-            .collect();
-        out.json(&serde_json::json!({
-            "ok": true,
-            "ruleSets": sets,
-            "policy": {
-                "source": catalog.policy.origin.to_string(),
-                "checks": catalog.policy.checks.iter().map(|c| serde_json::json!({"check": c.kind.code(), "enabled": c.enabled})).collect::<Vec<_>>(),
-            }
-        }));
-        return;
-    }
+        })
+        .collect();
+    serde_json::json!({
+        "ok": true,
+        "ruleSets": sets,
+        "policy": {
+            "source": catalog.policy.origin.to_string(),
+            "checks": catalog.policy.checks.iter().map(|c| serde_json::json!({"check": c.kind.code(), "enabled": c.enabled})).collect::<Vec<_>>(),
+        }
+    })
+}
+
+fn rules_list_human(catalog: &Catalog, cx: &Context, out: &mut Out) {
     for s in &catalog.sets {
         out.line(&format!("{} ({}) from {}", s.id, s.name, s.origin));
         for st in &s.stores {

@@ -8,7 +8,6 @@ use crate::discover::{self, repo::RepoMapper};
 use crate::ledger::{self, key};
 use crate::rules::Catalog;
 use crate::turns::{self, Options, TurnRecord};
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,7 +16,6 @@ pub struct TurnsArgs<'a> {
     pub since_line: u64,
     pub latest: bool,
     pub max_turns: usize,
-    pub json: bool,
 }
 
 pub fn turns(
@@ -31,7 +29,6 @@ pub fn turns(
         since_line,
         latest,
         max_turns,
-        json,
     } = a;
     if max_turns == 0 {
         return Err(Failure::Usage("--max-turns: must be at least 1".into()));
@@ -51,47 +48,49 @@ pub fn turns(
     };
     let t = turns::extract(m.rule, rules, f, 1, since_line, &opts)
         .map_err(|e| Failure::Other(format!("{}: {e}", file.path.display())))?;
+    let path = file.path.display().to_string();
     if latest {
         let ex = turns::latest_exchange(&t);
-        if json {
-            out.json(&serde_json::json!({"ok": true, "transcriptPath": file.path.display().to_string(), "latest": ex.map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or(serde_json::json!({}))}));
-        } else {
-            match ex {
+        out.emit(
+            || serde_json::json!({"ok": true, "transcriptPath": path, "latest": ex.map(|r| serde_json::to_value(r).unwrap_or_default()).unwrap_or(serde_json::json!({}))}),
+            |out| match ex {
                 Some(r) => print_turn(r, out),
                 None => out.line("no assistant turn yet"),
-            }
-        }
+            },
+        );
         return Ok(EXIT_OK);
     }
-    if json {
-        out.json(&serde_json::json!({
-            "ok": true,
-            "transcriptPath": file.path.display().to_string(),
-            "app": m.rule.id,
-            "sinceLine": since_line,
-            "userTurns": t.user_turns,
-            "totalTurns": t.total_turns,
-            "tools": t.tools,
-            "records": t.records,
-        }));
-    } else {
-        out.line(&format!(
-            "{} ({}): {} turns, {} with a user prompt{}",
-            file.path.display(),
-            m.rule.id,
-            t.total_turns,
-            t.user_turns,
-            if since_line > 0 {
-                format!(", after line {since_line}")
-            } else {
-                String::new()
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true,
+                "transcriptPath": path,
+                "app": m.rule.id,
+                "sinceLine": since_line,
+                "userTurns": t.user_turns,
+                "totalTurns": t.total_turns,
+                "tools": t.tools,
+                "records": t.records,
+            })
+        },
+        |out| {
+            out.line(&format!(
+                "{path} ({}): {} turns, {} with a user prompt{}",
+                m.rule.id,
+                t.total_turns,
+                t.user_turns,
+                if since_line > 0 {
+                    format!(", after line {since_line}")
+                } else {
+                    String::new()
+                }
+            ));
+            for r in &t.records {
+                out.line("");
+                print_turn(r, out);
             }
-        ));
-        for r in &t.records {
-            out.line("");
-            print_turn(r, out);
-        }
-    }
+        },
+    );
     Ok(EXIT_OK)
 }
 
@@ -135,7 +134,6 @@ pub struct SessionsArgs {
     pub apps: Vec<String>,
     pub repo: Option<PathBuf>,
     pub max_age: Option<Duration>,
-    pub json: bool,
 }
 
 pub fn sessions(
@@ -157,17 +155,7 @@ pub fn sessions(
         }
         None => None,
     };
-    let mut seen = HashSet::new();
-    let mut stats = discover::WalkStats::default();
-    let mut files = Vec::new();
-    for id in &a.apps {
-        if let Some(rule) = catalog.get(id) {
-            discover::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files);
-        }
-    }
-    let cutoff = a.max_age.map(|d| std::time::SystemTime::now() - d);
-    files.retain(|f| cutoff.is_none_or(|c| f.mtime >= c));
-    files.sort_by(|x, y| y.mtime.cmp(&x.mtime).then_with(|| x.path.cmp(&y.path)));
+    let files = discover::locate::recent(catalog, cx, &a.apps, a.max_age);
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let mut rows = Vec::new();
     for file in &files {
@@ -176,51 +164,66 @@ pub fn sessions(
         if ex.subagent || ex.error.is_some() {
             continue;
         }
-        if let Some(want) = &repo_filter {
-            if ex.repo.as_ref() != Some(want) {
-                continue;
-            }
+        if repo_filter
+            .as_ref()
+            .is_some_and(|want| ex.repo.as_ref() != Some(want))
+        {
+            continue;
         }
-        let turns = rule.turns.as_ref().and_then(|tr| {
-            let f = discover::open_transcript(&file.path).ok()?;
-            turns::extract(rule, tr, f, 1, 0, &Options::default())
-                .ok()
-                .map(|t| t.user_turns)
-        });
-        let entry = match (&ex.repo, &ex.session_id) {
-            (Some(r), Some(sid)) => ledger::load(r, cx.now, false)
-                .ok()
-                .and_then(|l| l.ledger.entries.get(&key(&file.app, sid)).cloned()),
-            _ => None,
-        };
-        let status = match (&ex.repo, &entry) {
-            (None, _) => "no-almanac-repo".to_string(),
-            (Some(_), None) => "not captured".to_string(),
-            (Some(_), Some(e)) => serde_json::to_value(e.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        rows.push(serde_json::json!({
-            "app": &*file.app,
-            "sessionId": ex.session_id,
-            "transcriptPath": file.path.display().to_string(),
-            "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),
-            "modified": crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(file.mtime)),
-            "size": file.size,
-            "userTurns": turns,
-            "capturedThroughLine": entry.as_ref().map(|e| e.last_captured_line),
-            "status": status,
-        }));
+        rows.push(session_row(cx, rule, file, &ex));
     }
-    if a.json {
-        out.json(&serde_json::json!({"ok": true, "sessions": rows}));
-        return Ok(EXIT_OK);
-    }
+    out.emit(
+        || serde_json::json!({"ok": true, "sessions": rows}),
+        |out| sessions_human(&rows, out),
+    );
+    Ok(EXIT_OK)
+}
+
+/// One session as `capture sessions` shows it: where it is, its user turns and its capture state.
+fn session_row(
+    cx: &Context,
+    rule: &crate::rules::RuleSet,
+    file: &discover::FoundFile,
+    ex: &crate::discover::Examined,
+) -> serde_json::Value {
+    let turns = rule.turns.as_ref().and_then(|tr| {
+        let f = discover::open_transcript(&file.path).ok()?;
+        turns::extract(rule, tr, f, 1, 0, &Options::default())
+            .ok()
+            .map(|t| t.user_turns)
+    });
+    let entry = match (&ex.repo, &ex.session_id) {
+        (Some(r), Some(sid)) => ledger::load(r, cx.now, false)
+            .ok()
+            .and_then(|l| l.ledger.entries.get(&key(&file.app, sid)).cloned()),
+        _ => None,
+    };
+    let status = match (&ex.repo, &entry) {
+        (None, _) => "no-almanac-repo".to_string(),
+        (Some(_), None) => "not captured".to_string(),
+        (Some(_), Some(e)) => serde_json::to_value(e.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    };
+    serde_json::json!({
+        "app": &*file.app,
+        "sessionId": ex.session_id,
+        "transcriptPath": file.path.display().to_string(),
+        "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),
+        "modified": crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(file.mtime)),
+        "size": file.size,
+        "userTurns": turns,
+        "capturedThroughLine": entry.as_ref().map(|e| e.last_captured_line),
+        "status": status,
+    })
+}
+
+fn sessions_human(rows: &[serde_json::Value], out: &mut Out) {
     if rows.is_empty() {
         out.line("no sessions found");
     }
-    for r in &rows {
+    for r in rows {
         out.line(&format!(
             "{}  {} {}  {}  {} bytes, {} user turns, captured through line {}, {}",
             r["modified"].as_str().unwrap_or(""),
@@ -240,5 +243,4 @@ pub fn sessions(
             r["transcriptPath"].as_str().unwrap_or("")
         ));
     }
-    Ok(EXIT_OK)
 }

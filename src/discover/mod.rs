@@ -4,6 +4,7 @@
 pub mod cache;
 mod examined;
 pub mod head;
+pub mod locate;
 pub mod repo;
 
 pub use examined::{examine, Examined};

@@ -13,6 +13,7 @@ mod decide;
 mod gather;
 mod plan;
 pub mod range;
+pub mod setup;
 pub mod summary;
 
 pub use decide::{explain_decision, facts, EntryView};

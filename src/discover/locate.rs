@@ -1,0 +1,204 @@
+//! Locating one transcript named on the command line: which rule set and store it belongs to (or the one
+//! `--app` forces), as the found file a sweep would have produced for it.
+
+use super::{resolve_roots, FoundFile};
+use crate::context::Context;
+use crate::rules::{Catalog, RuleSet};
+use std::path::{Path, PathBuf};
+
+/// The rule set and store a transcript belongs to, and where under the store's root it lies.
+pub struct Match<'a> {
+    pub rule: &'a RuleSet,
+    pub store: String,
+    pub root: PathBuf,
+    pub root_from: String,
+    pub rel: String,
+}
+
+/// Why a transcript could not be located.
+#[derive(Debug)]
+pub enum LocateError {
+    CurrentDir(std::io::Error),
+    Unreadable(PathBuf, std::io::Error),
+    NotAFile(PathBuf),
+    /// `--app ID` names no loaded rule set.
+    UnknownApp {
+        id: String,
+        loaded: Vec<String>,
+    },
+    /// Under no store root; `roots` lists every `app: root` looked at.
+    NotInAnyStore {
+        path: PathBuf,
+        roots: Vec<String>,
+    },
+}
+
+impl LocateError {
+    /// A mistake in the command's arguments (rather than in the file).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LocateError::UnknownApp { .. })
+    }
+}
+
+impl std::fmt::Display for LocateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LocateError::CurrentDir(e) => write!(f, "cannot read the current directory: {e}"),
+            LocateError::Unreadable(p, e) => write!(f, "{}: {e}", p.display()),
+            LocateError::NotAFile(p) => write!(f, "{}: not a regular file", p.display()),
+            LocateError::UnknownApp { id, loaded } => write!(
+                f,
+                "--app \"{id}\": no such rule set (loaded: {})",
+                loaded.join(", ")
+            ),
+            LocateError::NotInAnyStore { path, roots } => write!(
+                f,
+                "{} is not a transcript in any store ({}); pass --app ID to apply a rule set anyway",
+                path.display(),
+                roots.join("; ")
+            ),
+        }
+    }
+}
+
+/// The first store (of the `forced` rule set only, when given) whose root holds `path` and whose globs
+/// accept it. Roots are compared as given and canonicalised, so a symlinked root still matches.
+pub fn find_store<'a>(
+    catalog: &'a Catalog,
+    cx: &Context,
+    path: &Path,
+    forced: Option<&str>,
+) -> Option<Match<'a>> {
+    let canonical = path.canonicalize().ok();
+    for rule in &catalog.sets {
+        if forced.is_some_and(|f| f != rule.id) {
+            continue;
+        }
+        for store in &rule.stores {
+            for root in resolve_roots(store, cx) {
+                let root_canon = root.path.canonicalize().ok();
+                let rel = path.strip_prefix(&root.path).ok().or_else(|| {
+                    match (&canonical, &root_canon) {
+                        (Some(p), Some(r)) => p.strip_prefix(r).ok(),
+                        _ => None,
+                    }
+                });
+                if let Some(rel) = rel {
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    if store.include.is_match(&rel) && !store.exclude.is_match(&rel) {
+                        return Some(Match {
+                            rule,
+                            store: store.name.clone(),
+                            root: root.path.clone(),
+                            root_from: root.from.clone(),
+                            rel,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Finds the rule set and store a transcript belongs to (or applies `forced`), as a found file. A
+/// relative `transcript` is taken from the current directory.
+pub fn locate<'a>(
+    catalog: &'a Catalog,
+    cx: &Context,
+    transcript: &Path,
+    forced: Option<&str>,
+) -> Result<(Match<'a>, FoundFile), LocateError> {
+    let path = if transcript.is_absolute() {
+        transcript.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(LocateError::CurrentDir)?
+            .join(transcript)
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| LocateError::Unreadable(path.clone(), e))?;
+    if !meta.is_file() {
+        return Err(LocateError::NotAFile(path));
+    }
+    if let Some(id) = forced {
+        if catalog.get(id).is_none() {
+            return Err(LocateError::UnknownApp {
+                id: id.to_string(),
+                loaded: catalog.ids().iter().map(|s| s.to_string()).collect(),
+            });
+        }
+    }
+    let m = match find_store(catalog, cx, &path, forced) {
+        Some(m) => m,
+        None => match forced.and_then(|id| catalog.get(id)) {
+            Some(rule) => forced_match(rule, &path),
+            None => {
+                return Err(LocateError::NotInAnyStore {
+                    roots: all_roots(catalog, cx),
+                    path,
+                })
+            }
+        },
+    };
+    let rel_offset = path.to_string_lossy().len().saturating_sub(m.rel.len());
+    let file = FoundFile {
+        app: std::sync::Arc::from(m.rule.id.as_str()),
+        path,
+        rel_offset,
+        size: meta.len(),
+        mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
+        file_id: {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        },
+    };
+    Ok((m, file))
+}
+
+/// Forced onto a file outside the stores: the root is its directory, the relative path its file name.
+fn forced_match<'a>(rule: &'a RuleSet, path: &Path) -> Match<'a> {
+    Match {
+        rule,
+        store: "(none)".into(),
+        root: path.parent().unwrap_or(Path::new("/")).to_path_buf(),
+        root_from: "--app".into(),
+        rel: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+fn all_roots(catalog: &Catalog, cx: &Context) -> Vec<String> {
+    let mut roots = Vec::new();
+    for rule in &catalog.sets {
+        for store in &rule.stores {
+            for r in resolve_roots(store, cx) {
+                roots.push(format!("{}: {}", rule.id, r.path.display()));
+            }
+        }
+    }
+    roots
+}
+
+/// Every transcript of the rule sets `apps` names, modified within `max_age` when given, most recent
+/// first (ties by path).
+pub fn recent(
+    catalog: &Catalog,
+    cx: &Context,
+    apps: &[String],
+    max_age: Option<std::time::Duration>,
+) -> Vec<FoundFile> {
+    let mut seen = std::collections::HashSet::new();
+    let mut stats = super::WalkStats::default();
+    let mut files = Vec::new();
+    for id in apps {
+        if let Some(rule) = catalog.get(id) {
+            super::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files);
+        }
+    }
+    let cutoff = max_age.map(|d| std::time::SystemTime::now() - d);
+    files.retain(|f| cutoff.is_none_or(|c| f.mtime >= c));
+    files.sort_by(|x, y| y.mtime.cmp(&x.mtime).then_with(|| x.path.cmp(&y.path)));
+    files
+}

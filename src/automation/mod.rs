@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+/// How often a scheduled sweep runs unless `--every` or `[automation.capture] every` says otherwise.
+pub const DEFAULT_EVERY: Duration = Duration::from_secs(5 * 3600);
+
 pub const LABEL: &str = "com.codealmanac.capture-sweep";
 pub const SWEEP_ARGS: [&str; 3] = ["capture", "sweep", "--scheduled"];
 

@@ -12,7 +12,7 @@ use crate::util::duration::{format_duration, parse_duration};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const DEFAULT_EVERY: Duration = Duration::from_secs(5 * 3600);
+pub use crate::automation::DEFAULT_EVERY;
 pub use crate::rules::DEFAULT_QUIET;
 
 /// Where the scheduled sweep is registered and what it runs: flags `automation install` and `setup` share.

@@ -36,42 +36,43 @@ fn resolve_repo(cx: &Context, repo: Option<PathBuf>) -> Result<PathBuf, Failure>
     }
 }
 
-pub fn status(
-    cx: &Context,
-    repo: Option<PathBuf>,
-    json: bool,
-    out: &mut Out,
-) -> Result<i32, Failure> {
+pub fn status(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
     let repo = resolve_repo(cx, repo)?;
     let view = Overview::read(&repo, cx.now).map_err(Failure::Other)?;
-    let (loaded, worker_alive) = (&view.loaded, view.worker_alive);
-    let queued = view.with_status(RunStatus::Queued);
-    let running = view.with_status(RunStatus::Running);
-    let failures = view.recent_failures(5);
-    if json {
-        let entries: Vec<_> = loaded
-            .ledger
-            .entries
-            .iter()
-            .map(|(k, e)| {
-                let mut v = serde_json::to_value(e).unwrap_or_default();
-                v["key"] = serde_json::Value::String(k.clone());
-                v
-            })
-            .collect();
-        out.json(&serde_json::json!({
-            "ok": true,
-            "repoRoot": repo.display().to_string(),
-            "ledgerPath": ledger::ledger_path(&repo).display().to_string(),
-            "ledgerCorrupt": loaded.corrupt.as_ref().map(|c| c.error.clone()),
-            "entries": entries,
-            "workerAlive": worker_alive,
-            "queued": queued,
-            "running": running,
-            "recentFailures": failures,
-        }));
-        return Ok(EXIT_OK);
-    }
+    out.emit(
+        || status_json(&repo, &view),
+        |out| render_status(&repo, &view, out),
+    );
+    Ok(EXIT_OK)
+}
+
+fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
+    let loaded = &view.loaded;
+    let entries: Vec<_> = loaded
+        .ledger
+        .entries
+        .iter()
+        .map(|(k, e)| {
+            let mut v = serde_json::to_value(e).unwrap_or_default();
+            v["key"] = serde_json::Value::String(k.clone());
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "ok": true,
+        "repoRoot": repo.display().to_string(),
+        "ledgerPath": ledger::ledger_path(repo).display().to_string(),
+        "ledgerCorrupt": loaded.corrupt.as_ref().map(|c| c.error.clone()),
+        "entries": entries,
+        "workerAlive": view.worker_alive,
+        "queued": view.with_status(RunStatus::Queued),
+        "running": view.with_status(RunStatus::Running),
+        "recentFailures": view.recent_failures(5),
+    })
+}
+
+fn render_status(repo: &Path, view: &Overview, out: &mut Out) {
+    let loaded = &view.loaded;
     out.line(&format!("capture status for {}:", repo.display()));
     if let Some(c) = &loaded.corrupt {
         out.line(&format!(
@@ -81,49 +82,23 @@ pub fn status(
     }
     out.line(&format!(
         "  ledger: {} ({} transcripts)",
-        ledger::ledger_path(&repo).display(),
+        ledger::ledger_path(repo).display(),
         loaded.ledger.entries.len()
     ));
     for e in loaded.ledger.entries.values() {
-        let state = match e.status {
-            EntryStatus::Done => "done".to_string(),
-            EntryStatus::Pending => {
-                format!("pending ({})", e.pending_run_id.as_deref().unwrap_or("?"))
-            }
-            EntryStatus::Failed => format!(
-                "failed ({} attempts): {}",
-                e.attempts,
-                e.last_error.as_deref().unwrap_or("")
-            ),
-            EntryStatus::NeedsAttention => format!(
-                "needs attention ({}): {}",
-                e.attention.as_deref().unwrap_or("?"),
-                e.last_error.as_deref().unwrap_or("")
-            ),
-        };
-        out.line(&format!(
-            "  - {} {}: captured through line {} (byte {}){}; {state}",
-            e.app,
-            e.session_id,
-            e.last_captured_line,
-            e.last_captured_size,
-            e.last_captured_at
-                .as_ref()
-                .map(|t| format!(" at {t}"))
-                .unwrap_or_default()
-        ));
-        out.line(&format!("    {}", e.path));
+        render_entry(e, out);
     }
     out.line(&format!(
         "  runs: {} queued, {} running; worker {}",
-        queued.len(),
-        running.len(),
-        if worker_alive {
+        view.with_status(RunStatus::Queued).len(),
+        view.with_status(RunStatus::Running).len(),
+        if view.worker_alive {
             "running"
         } else {
             "not running"
         }
     ));
+    let failures = view.recent_failures(5);
     if !failures.is_empty() {
         out.line("  recent failures:");
         for r in failures {
@@ -137,7 +112,37 @@ pub fn status(
             out.line(&format!("    log: {}", r.log_path));
         }
     }
-    Ok(EXIT_OK)
+}
+
+fn render_entry(e: &ledger::LedgerEntry, out: &mut Out) {
+    let state = match e.status {
+        EntryStatus::Done => "done".to_string(),
+        EntryStatus::Pending => {
+            format!("pending ({})", e.pending_run_id.as_deref().unwrap_or("?"))
+        }
+        EntryStatus::Failed => format!(
+            "failed ({} attempts): {}",
+            e.attempts,
+            e.last_error.as_deref().unwrap_or("")
+        ),
+        EntryStatus::NeedsAttention => format!(
+            "needs attention ({}): {}",
+            e.attention.as_deref().unwrap_or("?"),
+            e.last_error.as_deref().unwrap_or("")
+        ),
+    };
+    out.line(&format!(
+        "  - {} {}: captured through line {} (byte {}){}; {state}",
+        e.app,
+        e.session_id,
+        e.last_captured_line,
+        e.last_captured_size,
+        e.last_captured_at
+            .as_ref()
+            .map(|t| format!(" at {t}"))
+            .unwrap_or_default()
+    ));
+    out.line(&format!("    {}", e.path));
 }
 
 pub fn reset(
@@ -146,7 +151,6 @@ pub fn reset(
     transcript: &Path,
     repo: Option<PathBuf>,
     skip_existing: bool,
-    json: bool,
     out: &mut Out,
 ) -> Result<i32, Failure> {
     let (m, file) = super::explain::locate(catalog, cx, transcript, None)?;
@@ -180,11 +184,10 @@ pub fn reset(
         ResetError::NotInLedger(msg) => Failure::Usage(msg),
         ResetError::Failed(msg) => Failure::Other(msg),
     })?;
-    if json {
-        out.json(&serde_json::json!({"ok": true, "transcriptPath": path_text, "repoRoot": repo.display().to_string(), "action": action}));
-    } else {
-        out.line(&format!("almanac: {path_text}: {action}"));
-    }
+    out.emit(
+        || serde_json::json!({"ok": true, "transcriptPath": path_text, "repoRoot": repo.display().to_string(), "action": action}),
+        |out| out.line(&format!("almanac: {path_text}: {action}")),
+    );
     Ok(EXIT_OK)
 }
 
@@ -193,7 +196,6 @@ pub fn prune(
     repo: Option<PathBuf>,
     older_than: std::time::Duration,
     dry_run: bool,
-    json: bool,
     out: &mut Out,
 ) -> Result<i32, Failure> {
     let repo = resolve_repo(cx, repo)?;
@@ -202,9 +204,9 @@ pub fn prune(
         runs_removed: removed_runs,
         entries_removed: gone,
     } = maintain::prune(&repo, cutoff, dry_run, cx.now).map_err(Failure::Other)?;
-    if json {
-        out.json(&serde_json::json!({"ok": true, "dryRun": dry_run, "repoRoot": repo.display().to_string(), "runsRemoved": removed_runs, "entriesRemoved": gone}));
-    } else {
+    out.emit(
+        || serde_json::json!({"ok": true, "dryRun": dry_run, "repoRoot": repo.display().to_string(), "runsRemoved": removed_runs, "entriesRemoved": gone}),
+        |out| {
         let verb = if dry_run { "would remove" } else { "removed" };
         out.line(&format!(
             "almanac: {verb} {} run records older than {} and {} ledger entries of deleted transcripts in {}",
@@ -213,6 +215,7 @@ pub fn prune(
             gone.len(),
             repo.display()
         ));
-    }
+        },
+    );
     Ok(EXIT_OK)
 }

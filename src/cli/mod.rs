@@ -164,25 +164,25 @@ fn capture_command(
             turns_cmds::sessions(&catalog, cx, args, out)
         }
         CaptureCommand::Worker { repo } => Ok(crate::capture::worker::run_worker(cx, &repo)),
-        CaptureCommand::Status { repo, json } => capture_cmds::status(cx, repo, json, out),
+        CaptureCommand::Status { repo, .. } => capture_cmds::status(cx, repo, out),
         CaptureCommand::Reset {
             transcript,
             repo,
             skip_existing,
-            json,
+            ..
         } => {
             let catalog = load_catalog(cx, rules_dir)?;
-            capture_cmds::reset(cx, &catalog, &transcript, repo, skip_existing, json, out)
+            capture_cmds::reset(cx, &catalog, &transcript, repo, skip_existing, out)
         }
         CaptureCommand::Prune {
             older_than,
             repo,
             dry_run,
-            json,
+            ..
         } => {
             let age = parse_duration(&older_than)
                 .map_err(|e| Failure::Usage(format!("--older-than: {e}")))?;
-            capture_cmds::prune(cx, repo, age, dry_run, json, out)
+            capture_cmds::prune(cx, repo, age, dry_run, out)
         }
     }
 }

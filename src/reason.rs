@@ -32,6 +32,8 @@ pub enum Reason {
     LedgerCorrupt,
     LedgerUnreadable,
     LedgerUnwritable,
+    /// Another process held the repo's ledger lock too long; the next sweep tries again.
+    LedgerBusy,
     // A run that ended without the agent finishing it.
     /// The worker ended before the run finished.
     WorkerLost,
@@ -62,13 +64,14 @@ impl Reason {
             Reason::LedgerCorrupt => "ledger-corrupt",
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
+            Reason::LedgerBusy => "ledger-busy",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -89,6 +92,7 @@ impl Reason {
         Reason::LedgerCorrupt,
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
+        Reason::LedgerBusy,
         Reason::WorkerLost,
         Reason::Orphaned,
     ];

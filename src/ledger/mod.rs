@@ -63,8 +63,24 @@ pub fn lock_repo(repo: &Path) -> std::io::Result<FileLock> {
     FileLock::acquire(&runs_dir(repo).join("ledger.lock"))
 }
 
-/// The store's directory made private (0700) and the repo lock taken: what a writer does first.
-pub fn open_for_writing(repo: &Path) -> std::io::Result<FileLock> {
-    crate::util::atomic::private_dir(&runs_dir(repo))?;
-    lock_repo(repo)
+/// How long a sweep waits for a repo lock another process holds (a worker holds it for an instant; a
+/// sweep of another `ALMANAC_HOME` for its whole run) before it leaves the repo to the next sweep.
+pub const REPO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why a writer could not open a repo's store.
+pub enum OpenError {
+    Io(std::io::Error),
+    /// Another process held the repo lock for all of `REPO_LOCK_WAIT`.
+    Busy(Option<crate::util::lock::Holder>),
+}
+
+/// The store's directory made private (0700) and the repo lock taken within `wait`: what a writer does
+/// first.
+pub fn open_for_writing(repo: &Path, wait: std::time::Duration) -> Result<FileLock, OpenError> {
+    crate::util::atomic::private_dir(&runs_dir(repo)).map_err(OpenError::Io)?;
+    match FileLock::acquire_within(&runs_dir(repo).join("ledger.lock"), wait) {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(holder)) => Err(OpenError::Busy(holder)),
+        Err(e) => Err(OpenError::Io(e)),
+    }
 }

@@ -177,10 +177,14 @@ pub fn decide(
             by_repo.entry(r.as_os_str()).or_default().push(i);
         }
     }
-    let groups: Vec<(&Path, Vec<usize>)> = by_repo
+    let mut groups: Vec<(&Path, Vec<usize>)> = by_repo
         .into_iter()
         .map(|(r, v)| (Path::new(r), v))
         .collect();
+    let guards = match live {
+        true => lock_repos(&mut groups, summary),
+        false => Vec::new(),
+    };
     let mut passes = crate::util::par::map(&groups, |(repo, idxs)| {
         repo_pass(repo, idxs, candidates, catalog, settings, live)
     });
@@ -193,11 +197,10 @@ pub fn decide(
     let mut out = Decisions {
         work: Vec::new(),
         repos: Vec::with_capacity(passes.len()),
-        guards: Vec::new(),
+        guards,
     };
     for pass in passes {
         report_store_problems(&pass, live, summary);
-        out.guards.extend(pass.guard);
         for (i, d) in pass.decided {
             decided[i] = Some(d);
         }
@@ -272,8 +275,7 @@ fn settle(
 /// What one repo's pass leaves for the rest of the sweep.
 struct RepoPass {
     repo: PathBuf,
-    guard: Option<FileLock>,
-    /// Why the ledger could not be locked, read or written (its transcripts are then not decided).
+    /// Why the ledger could not be read or written (its transcripts are then not decided).
     error: Option<(Reason, String)>,
     corrupt: Option<ledger::Corrupt>,
     worker_alive: bool,
@@ -324,7 +326,6 @@ fn repo_pass(
 ) -> RepoPass {
     let mut pass = RepoPass {
         repo: repo.to_path_buf(),
-        guard: None,
         error: None,
         corrupt: None,
         worker_alive: false,
@@ -376,23 +377,14 @@ fn repo_pass(
     pass
 }
 
-/// The repo's ledger, locked (live; the lock goes into `pass`), loaded and reconciled; a live sweep
-/// writes what reconciling changed at once.
+/// The repo's ledger (locked by `lock_repos` when live), loaded and reconciled; a live sweep writes
+/// what reconciling changed at once.
 fn load_reconciled(
     repo: &Path,
     now: DateTime<Utc>,
     live: bool,
     pass: &mut RepoPass,
 ) -> Result<RepoState, (Reason, String)> {
-    if live {
-        let guard = ledger::open_for_writing(repo).map_err(|e| {
-            (
-                Reason::LedgerUnwritable,
-                format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
-            )
-        })?;
-        pass.guard = Some(guard);
-    }
     let mut state =
         RepoState::load(repo, now, live).map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
     state.reconcile(now, live);
@@ -403,6 +395,44 @@ fn load_reconciled(
             .map_err(|e| (Reason::LedgerUnwritable, e.to_string()))?;
     }
     Ok(state)
+}
+
+/// Takes each repo's lock in one global order (the repos sorted by path, as every almanac sorts them),
+/// waiting at most `REPO_LOCK_WAIT` in all: two sweeps (two `ALMANAC_HOME`s on one machine) can then
+/// never deadlock on each other's repos, and a repo still held when the wait is over is reported
+/// `ledger-busy` and left to the next sweep. The repos that could not be locked leave `groups`.
+fn lock_repos(groups: &mut Vec<(&Path, Vec<usize>)>, summary: &mut Summary) -> Vec<FileLock> {
+    let deadline = std::time::Instant::now() + ledger::REPO_LOCK_WAIT;
+    let mut guards = Vec::with_capacity(groups.len());
+    groups.retain(|(repo, _)| {
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        let (reason, detail) = match ledger::open_for_writing(repo, wait) {
+            Ok(g) => {
+                guards.push(g);
+                return true;
+            }
+            Err(ledger::OpenError::Busy(holder)) => (
+                Reason::LedgerBusy,
+                format!(
+                    "another almanac process{} held the repo's ledger lock for {}; nothing was decided in this repo, the next sweep tries again",
+                    holder.map(|h| format!(" (pid {})", h.pid)).unwrap_or_default(),
+                    crate::util::duration::format_duration(ledger::REPO_LOCK_WAIT)
+                ),
+            ),
+            Err(ledger::OpenError::Io(e)) => (
+                Reason::LedgerUnwritable,
+                format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
+            ),
+        };
+        summary.attention(SkippedItem::of_store(
+            repo,
+            &ledger::ledger_path(repo),
+            reason,
+            detail,
+        ));
+        false
+    });
+    guards
 }
 
 /// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor

@@ -44,6 +44,21 @@ impl FileLock {
         }
     }
 
+    /// Waits at most `wait` for the lock; `Ok(Err(holder))` when another process still holds it then.
+    pub fn acquire_within(
+        path: &Path,
+        wait: std::time::Duration,
+    ) -> std::io::Result<Result<FileLock, Option<Holder>>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match Self::try_acquire(path)? {
+                Ok(lock) => return Ok(Ok(lock)),
+                Err(holder) if std::time::Instant::now() >= deadline => return Ok(Err(holder)),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(25)),
+            }
+        }
+    }
+
     /// Waits for the lock.
     pub fn acquire(path: &Path) -> std::io::Result<FileLock> {
         let file = open(path)?;

@@ -8,6 +8,7 @@ mod fixtures;
 mod fuzz_regressions;
 mod hostile;
 mod live;
+mod locks;
 mod perf;
 mod polish;
 mod real_clients;

@@ -32,11 +32,16 @@ pub enum Reason {
     LedgerCorrupt,
     LedgerUnreadable,
     LedgerUnwritable,
+    /// `.almanac` or `.almanac/runs` is a symbolic link or not the user's, or a fixed-name file in it is
+    /// a link: nothing is read, written or run there.
+    RunsDirUnsafe,
     // A run that ended without the agent finishing it.
     /// The worker ended before the run finished.
     WorkerLost,
     /// A queued run no ledger entry waits for.
     Orphaned,
+    /// The run record an entry waited for was not written by this user's almanac (no valid MAC).
+    ForeignRun,
 }
 
 impl Reason {
@@ -62,13 +67,15 @@ impl Reason {
             Reason::LedgerCorrupt => "ledger-corrupt",
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
+            Reason::RunsDirUnsafe => "runs-dir-unsafe",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
+            Reason::ForeignRun => "foreign-run",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 24] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -89,8 +96,10 @@ impl Reason {
         Reason::LedgerCorrupt,
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
+        Reason::RunsDirUnsafe,
         Reason::WorkerLost,
         Reason::Orphaned,
+        Reason::ForeignRun,
     ];
 
     /// The reason a code names, if any (codes in files and flags are read through this).

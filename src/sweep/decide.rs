@@ -89,6 +89,7 @@ pub fn explain_decision(
     let state = ex
         .repo
         .as_ref()
+        .filter(|r| ledger::guard::check_runs_dir(r).is_ok())
         .and_then(|r| RepoState::load(r, now, false).ok());
     let (view, internal) = match (&state, &ex.session_id) {
         (Some(s), Some(sid)) => (
@@ -384,6 +385,8 @@ fn load_reconciled(
     live: bool,
     pass: &mut RepoPass,
 ) -> Result<RepoState, (Reason, String)> {
+    // A stranger's commit may have made runs/ (or a file in it) a link out of the repo: use nothing there.
+    ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
     if live {
         let guard = ledger::open_for_writing(repo).map_err(|e| {
             (

@@ -34,11 +34,16 @@ pub enum Reason {
     LedgerUnwritable,
     /// Another process held the repo's ledger lock too long; the next sweep tries again.
     LedgerBusy,
+    /// `.almanac` or `.almanac/runs` is a symbolic link or not the user's, or a fixed-name file in it is
+    /// a link: nothing is read, written or run there.
+    RunsDirUnsafe,
     // A run that ended without the agent finishing it.
     /// The worker ended before the run finished.
     WorkerLost,
     /// A queued run no ledger entry waits for.
     Orphaned,
+    /// The run record an entry waited for was not written by this user's almanac (no valid MAC).
+    ForeignRun,
 }
 
 impl Reason {
@@ -65,13 +70,15 @@ impl Reason {
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
             Reason::LedgerBusy => "ledger-busy",
+            Reason::RunsDirUnsafe => "runs-dir-unsafe",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
+            Reason::ForeignRun => "foreign-run",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 25] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -93,8 +100,10 @@ impl Reason {
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
         Reason::LedgerBusy,
+        Reason::RunsDirUnsafe,
         Reason::WorkerLost,
         Reason::Orphaned,
+        Reason::ForeignRun,
     ];
 
     /// The reason a code names, if any (codes in files and flags are read through this).

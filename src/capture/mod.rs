@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod breaker;
 pub mod prompt;
+mod trust;
 pub mod worker;
 
 use crate::ledger::record::{self as run, RunRecord, RunStatus};
@@ -71,6 +72,7 @@ pub fn queue(
         sweep_id: spec.sweep_id.map(str::to_string),
         chunk: spec.chunk,
         part_lines: spec.part_lines,
+        mac: None,
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
     let text = prompt::render(&template, &record, spec.summary);
@@ -83,13 +85,9 @@ pub fn queue(
 /// Starts the repo's background worker, detached from the sweep and the terminal: a new session, stdin
 /// from /dev/null, output appended to `runs/worker.log`.
 pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
-    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(crate::ledger::worker_log_path(repo))?;
+    crate::ledger::guard::ensure_safe(repo)?;
+    let log = crate::util::atomic::open_append_private(&crate::ledger::worker_log_path(repo))?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["capture", "worker", "--repo"])

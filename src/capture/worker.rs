@@ -9,7 +9,6 @@ use crate::ledger::{self, key, runs_dir, worker_lock_path, RepoState};
 use crate::reason::Reason;
 use crate::util::lock::FileLock;
 use std::collections::HashMap;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -83,6 +82,10 @@ impl Held {
 
 /// Runs until no queued run is left. Returns the process exit code.
 pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
+    if let Err(why) = super::trust::store_usable(repo) {
+        note(&format!("{why}; leaving"));
+        return 1;
+    }
     let lock_path = worker_lock_path(repo);
     let mut known = HashMap::new();
     let mut held = Held::new();
@@ -109,6 +112,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             }
         };
         let Some(lock) = lock else { return 0 };
+        super::trust::report_foreign(repo, note);
         while let Some(record) = pick_next(repo, &mut known, &mut held) {
             execute(cx, repo, record, &mut held);
         }
@@ -142,7 +146,11 @@ fn queued_ids(repo: &Path, known: &mut HashMap<String, RunStatus>) -> Vec<String
                     known.insert(id.clone(), r.status);
                     r.status
                 }
-                None => continue,
+                // Foreign (reported when the worker took the queue) or gone: never run, not read again.
+                None => {
+                    known.insert(id, RunStatus::Failed);
+                    continue;
+                }
             },
         };
         if status == RunStatus::Queued {
@@ -199,6 +207,7 @@ fn pick_next(
             known.insert(r.run_id.clone(), RunStatus::Failed);
             continue;
         }
+        super::trust::paths_from_id(&runs, &mut r);
         r.start(std::process::id(), &now_iso());
         if run::write(&runs, &r).is_ok() {
             known.insert(r.run_id.clone(), RunStatus::Running);
@@ -223,11 +232,7 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
         "running {} ({} {} lines {}-{})",
         record.run_id, record.app, record.session_id, record.from_line, record.to_line
     ));
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&record.log_path);
+    let log = crate::util::atomic::open_append_private(&run::log_path(&runs, &record.run_id));
     let outcome = match (log, crate::config::load(&cx.config_path())) {
         (Err(e), _) => Err(format!("cannot open the run log {}: {e}", record.log_path)),
         (_, Err(e)) => Err(e.0),

@@ -68,6 +68,7 @@ fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
         "queued": view.with_status(RunStatus::Queued),
         "running": view.with_status(RunStatus::Running),
         "recentFailures": view.recent_failures(5),
+        "foreign": view.foreign,
     })
 }
 
@@ -98,6 +99,7 @@ fn render_status(repo: &Path, view: &Overview, out: &mut Out) {
             "not running"
         }
     ));
+    render_foreign(view, out);
     let failures = view.recent_failures(5);
     if !failures.is_empty() {
         out.line("  recent failures:");
@@ -111,6 +113,19 @@ fn render_status(repo: &Path, view: &Overview, out: &mut Out) {
             ));
             out.line(&format!("    log: {}", r.log_path));
         }
+    }
+}
+
+fn render_foreign(view: &Overview, out: &mut Out) {
+    if view.foreign.is_empty() {
+        return;
+    }
+    out.line(&format!(
+        "  foreign run records ({}): not queued by your almanac (planted by a commit, copied, or written before records were sealed); never run, changed or deleted:",
+        view.foreign.len()
+    ));
+    for f in &view.foreign {
+        out.line(&format!("  - {}: {}", f.run_id, f.why));
     }
 }
 

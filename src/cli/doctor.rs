@@ -94,6 +94,7 @@ pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i
             None,
         ));
         checks.extend(failed_run_checks(&repos));
+        checks.extend(foreign_run_checks(&repos));
         checks.extend(attention_checks(&summary));
         checks.push(agent_check(config));
     }
@@ -284,6 +285,35 @@ fn failed_run_checks(repos: &BTreeSet<String>) -> Vec<Check> {
                 Some(format!("almanac capture status --repo {repo}")),
             ));
         }
+    }
+    checks
+}
+
+/// Run records this user's almanac did not write (planted by a commit, copied from elsewhere): never run.
+fn foreign_run_checks(repos: &BTreeSet<String>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for repo in repos {
+        if crate::ledger::guard::check_runs_dir(Path::new(repo)).is_err() {
+            continue; // reported as runs-dir-unsafe
+        }
+        let foreign =
+            crate::ledger::record::list_foreign(&crate::ledger::runs_dir(Path::new(repo)));
+        if foreign.is_empty() {
+            continue;
+        }
+        let ids: Vec<&str> = foreign.iter().map(|f| f.run_id.as_str()).collect();
+        checks.push(check(
+            Status::Warn,
+            &format!("foreign run records in {repo}"),
+            format!(
+                "{} run records not queued by your almanac, never run or deleted: {}",
+                ids.len(),
+                ids.join(", ")
+            ),
+            Some(format!(
+                "inspect them (almanac capture status --repo {repo}) and delete them by hand"
+            )),
+        ));
     }
     checks
 }

@@ -10,16 +10,21 @@ use std::path::{Path, PathBuf};
 pub struct Overview {
     pub loaded: Loaded,
     pub runs: Vec<RunRecord>,
+    /// Run records this user's almanac did not write: listed, never run or deleted.
+    pub foreign: Vec<record::Foreign>,
     pub worker_alive: bool,
 }
 
 impl Overview {
     pub fn read(repo: &Path, now: DateTime<Utc>) -> Result<Overview, String> {
+        super::guard::check_runs_dir(repo)
+            .map_err(|why| format!("{}: {why}", crate::reason::Reason::RunsDirUnsafe))?;
         let loaded = super::load(repo, now, false)
             .map_err(|e| format!("{}: {e}", ledger_path(repo).display()))?;
         Ok(Overview {
             loaded,
             runs: record::list(&runs_dir(repo)),
+            foreign: record::list_foreign(&runs_dir(repo)),
             worker_alive: super::worker_alive(repo),
         })
     }

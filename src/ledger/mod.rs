@@ -10,6 +10,9 @@
 //! - `repo`: a repo's ledger and run records brought into agreement (`RepoState::reconcile`), what the
 //!   sweep and the worker both start from.
 //! - `maintain`: `capture reset` and `capture prune`.
+//! - `seal`: run records carry a MAC under this user's key; anything else is foreign and never run.
+//! - `guard`: the store is used only when `.almanac` and `runs/` are this user's real directories
+//!   (no symbolic links), so nothing outside it is written, chmod'ed or deleted.
 //!
 //! Crash safety: a run record is written before the ledger entry that follows from it, and the cursor
 //! moves only when a run succeeded; whoever loads a repo next reconciles the two.
@@ -17,9 +20,11 @@
 pub mod cursor;
 mod entry;
 mod file;
+pub mod guard;
 pub mod maintain;
 pub mod record;
 mod repo;
+pub mod seal;
 
 pub use entry::{EntryStatus, LedgerEntry, PendingChunk};
 pub use file::{
@@ -58,8 +63,10 @@ pub fn worker_alive(repo: &Path) -> bool {
     FileLock::is_held(&worker_lock_path(repo))
 }
 
-/// The repo lock: held for every read-modify-write of the ledger and for picking a run.
+/// The repo lock: held for every read-modify-write of the ledger and for picking a run. Refused when
+/// the store is not safe to use (`guard`).
 pub fn lock_repo(repo: &Path) -> std::io::Result<FileLock> {
+    guard::ensure_safe(repo)?;
     FileLock::acquire(&runs_dir(repo).join("ledger.lock"))
 }
 
@@ -77,6 +84,7 @@ pub enum OpenError {
 /// The store's directory made private (0700) and the repo lock taken within `wait`: what a writer does
 /// first.
 pub fn open_for_writing(repo: &Path, wait: std::time::Duration) -> Result<FileLock, OpenError> {
+    guard::ensure_safe(repo).map_err(OpenError::Io)?;
     crate::util::atomic::private_dir(&runs_dir(repo)).map_err(OpenError::Io)?;
     match FileLock::acquire_within(&runs_dir(repo).join("ledger.lock"), wait) {
         Ok(Ok(lock)) => Ok(lock),

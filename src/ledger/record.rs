@@ -60,6 +60,10 @@ pub struct RunRecord {
     /// The whole new part's lines when this run is one chunk of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part_lines: Option<(u64, u64)>,
+    /// HMAC-SHA256 of the rest under this user's run key (`seal`): a record without a valid one is
+    /// foreign, never run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl RunRecord {
@@ -124,37 +128,105 @@ pub fn record_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.json"))
 }
 
+/// Writes `r` sealed with this user's run key (every record almanac writes goes through here).
 pub fn write(runs: &Path, r: &RunRecord) -> std::io::Result<()> {
-    write_json_atomic(&record_path(runs, &r.run_id), r)
+    let mut sealed = r.clone();
+    super::seal::seal(&mut sealed)?;
+    write_json_atomic(&record_path(runs, &r.run_id), &sealed)
 }
 
-pub fn read(runs: &Path, run_id: &str) -> Option<RunRecord> {
+/// What `<run-id>.json` holds.
+pub enum Found {
+    /// A record this user's almanac wrote.
+    Ours(Box<RunRecord>),
+    /// Anything else (planted, copied from elsewhere, a symlink, unreadable): the words say why.
+    Foreign(String),
+    Missing,
+}
+
+/// The record of `run_id`, checked. Never follows a symlink; reads at most `MAX_RECORD` bytes.
+pub fn find(runs: &Path, run_id: &str) -> Found {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     if !crate::util::ids::is_safe_run_id(run_id) {
-        return None;
+        return Found::Missing;
     }
-    let text = std::fs::read(record_path(runs, run_id)).ok()?;
-    serde_json::from_slice(&text).ok()
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(record_path(runs, run_id))
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Found::Foreign("it is a symbolic link".into())
+        }
+        Err(e) => return Found::Foreign(format!("it cannot be read: {e}")),
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Found::Foreign("it is not a regular file".into());
+    }
+    let mut text = Vec::new();
+    if let Err(e) = f.take(MAX_RECORD + 1).read_to_end(&mut text) {
+        return Found::Foreign(format!("it cannot be read: {e}"));
+    }
+    if text.len() as u64 > MAX_RECORD {
+        return Found::Foreign("it is too large".into());
+    }
+    let r: RunRecord = match serde_json::from_slice(&text) {
+        Ok(r) => r,
+        Err(e) => return Found::Foreign(format!("it does not parse: {e}")),
+    };
+    if r.run_id != run_id {
+        return Found::Foreign(format!("it names another run ({})", r.run_id));
+    }
+    match super::seal::verify(&r) {
+        Ok(()) => Found::Ours(Box::new(r)),
+        Err(why) => Found::Foreign(why),
+    }
 }
 
-/// Every readable run record in `runs`, sorted by run id (= creation time). Records that do not parse
-/// are skipped: they are ours to prune, never a reason to stop.
+const MAX_RECORD: u64 = 1 << 20;
+
+/// The record of `run_id` if this user's almanac wrote it; a foreign one is never returned.
+pub fn read(runs: &Path, run_id: &str) -> Option<RunRecord> {
+    match find(runs, run_id) {
+        Found::Ours(r) => Some(*r),
+        _ => None,
+    }
+}
+
+/// Every run record of ours in `runs`, sorted by run id (= creation time). Foreign ones (and files
+/// that do not parse) are left out: `list_foreign` names them.
 pub fn list(runs: &Path) -> Vec<RunRecord> {
-    let Ok(rd) = std::fs::read_dir(runs) else {
-        return Vec::new();
-    };
-    let mut out: Vec<RunRecord> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_suffix(".json")?;
-            if !id.starts_with("run_") {
-                return None;
-            }
-            read(runs, id)
+    list_ids(runs)
+        .into_iter()
+        .filter_map(|id| read(runs, &id))
+        .collect()
+}
+
+/// A run record this user's almanac did not write: never run, changed or deleted.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Foreign {
+    pub run_id: String,
+    pub path: String,
+    pub why: String,
+}
+
+/// Every foreign run record in `runs`, sorted by run id.
+pub fn list_foreign(runs: &Path) -> Vec<Foreign> {
+    list_ids(runs)
+        .into_iter()
+        .filter_map(|id| match find(runs, &id) {
+            Found::Foreign(why) => Some(Foreign {
+                path: record_path(runs, &id).display().to_string(),
+                run_id: id,
+                why,
+            }),
+            _ => None,
         })
-        .collect();
-    out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-    out
+        .collect()
 }
 
 /// Run ids in `runs`, sorted (= by creation time), from file names only.

@@ -54,9 +54,18 @@ impl RepoState {
                     entry.status = EntryStatus::Done;
                     break;
                 };
-                let Some(mut r) = record::read(&runs, &run_id) else {
-                    cancelled.extend(entry.fail(&run_id, "the run record is missing"));
-                    break;
+                let mut r = match record::find(&runs, &run_id) {
+                    record::Found::Ours(r) => *r,
+                    record::Found::Missing => {
+                        cancelled.extend(entry.fail(&run_id, "the run record is missing"));
+                        break;
+                    }
+                    // Never run and never changed; the entry stops waiting for it without spending an
+                    // attempt, so this sweep captures the transcript from its cursor with a run of ours.
+                    record::Found::Foreign(why) => {
+                        cancelled.extend(entry.cancel(&run_id, &foreign(&run_id, &why)));
+                        break;
+                    }
                 };
                 if r.status == RunStatus::Running && !self.worker_alive {
                     r.fail(worker_lost(&r), &now_iso);
@@ -105,6 +114,13 @@ impl RepoState {
 
 const CANCELLED_AFTER_FAILED_CHUNK: &str = "cancelled: an earlier chunk of this transcript failed";
 
+fn foreign(run_id: &str, why: &str) -> String {
+    format!(
+        "{}: run record {run_id} was not queued by this user's almanac ({why}); it is never run",
+        Reason::ForeignRun
+    )
+}
+
 fn worker_lost(r: &RunRecord) -> String {
     format!(
         "{}: the worker (pid {}) ended before the run finished",
@@ -146,6 +162,7 @@ mod tests {
             sweep_id: None,
             chunk: None,
             part_lines: None,
+            mac: None,
         }
     }
 

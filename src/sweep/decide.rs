@@ -89,6 +89,7 @@ pub fn explain_decision(
     let state = ex
         .repo
         .as_ref()
+        .filter(|r| ledger::guard::check_runs_dir(r).is_ok())
         .and_then(|r| RepoState::load(r, now, false).ok());
     let (view, internal) = match (&state, &ex.session_id) {
         (Some(s), Some(sid)) => (
@@ -385,6 +386,8 @@ fn load_reconciled(
     live: bool,
     pass: &mut RepoPass,
 ) -> Result<RepoState, (Reason, String)> {
+    // A stranger's commit may have made runs/ (or a file in it) a link out of the repo: use nothing there.
+    ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
     let mut state =
         RepoState::load(repo, now, live).map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
     state.reconcile(now, live);
@@ -406,23 +409,12 @@ fn lock_repos(groups: &mut Vec<(&Path, Vec<usize>)>, summary: &mut Summary) -> V
     let mut guards = Vec::with_capacity(groups.len());
     groups.retain(|(repo, _)| {
         let wait = deadline.saturating_duration_since(std::time::Instant::now());
-        let (reason, detail) = match ledger::open_for_writing(repo, wait) {
+        let (reason, detail) = match open_store(repo, wait) {
             Ok(g) => {
                 guards.push(g);
                 return true;
             }
-            Err(ledger::OpenError::Busy(holder)) => (
-                Reason::LedgerBusy,
-                format!(
-                    "another almanac process{} held the repo's ledger lock for {}; nothing was decided in this repo, the next sweep tries again",
-                    holder.map(|h| format!(" (pid {})", h.pid)).unwrap_or_default(),
-                    crate::util::duration::format_duration(ledger::REPO_LOCK_WAIT)
-                ),
-            ),
-            Err(ledger::OpenError::Io(e)) => (
-                Reason::LedgerUnwritable,
-                format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
-            ),
+            Err(problem) => problem,
         };
         summary.attention(SkippedItem::of_store(
             repo,
@@ -433,6 +425,25 @@ fn lock_repos(groups: &mut Vec<(&Path, Vec<usize>)>, summary: &mut Summary) -> V
         false
     });
     guards
+}
+
+/// A repo's run store checked (no link out of the repo) and locked within `wait`.
+fn open_store(repo: &Path, wait: std::time::Duration) -> Result<FileLock, (Reason, String)> {
+    ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
+    ledger::open_for_writing(repo, wait).map_err(|e| match e {
+        ledger::OpenError::Busy(holder) => (
+            Reason::LedgerBusy,
+            format!(
+                "another almanac process{} held the repo's ledger lock for {}; nothing was decided in this repo, the next sweep tries again",
+                holder.map(|h| format!(" (pid {})", h.pid)).unwrap_or_default(),
+                crate::util::duration::format_duration(ledger::REPO_LOCK_WAIT)
+            ),
+        ),
+        ledger::OpenError::Io(e) => (
+            Reason::LedgerUnwritable,
+            format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
+        ),
+    })
 }
 
 /// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor

@@ -18,10 +18,18 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Makes `dir` private (0700), creating it if needed: for almanac's own directories (a repo's
 /// `.almanac/runs`, `$ALMANAC_HOME/state`), which may have been made by hand or by an older version.
+/// A symbolic link is refused, never followed: its target is not ours to chmod.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     ensure_private_dir(dir)?;
-    let mode = std::fs::metadata(dir)?.permissions().mode();
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link",
+            dir.display()
+        )));
+    }
+    let mode = meta.permissions().mode();
     if mode & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
@@ -80,13 +88,40 @@ pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io:
     write_atomic(path, &json_bytes(value)?)
 }
 
-/// Removes temp files an interrupted `write_atomic` left in `dir` (only ours: `.<name>.tmp-<pid>-<hex>`
-/// whose pid is no longer alive).
+/// Opens `path` for appending, created 0600 if missing, never through a symbolic link; refused unless it
+/// is a regular file with one link owned by this user (a log of ours, not a way to write elsewhere).
+pub fn open_append_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.nlink() != 1 || m.uid() != unsafe { libc::geteuid() } {
+        return Err(std::io::Error::other(format!(
+            "{}: not a regular file of yours with one link; refusing to append to it",
+            path.display()
+        )));
+    }
+    Ok(f)
+}
+
+/// Removes temp files an interrupted `write_atomic` left in `dir` (only ours: regular files named
+/// `.<name>.tmp-<pid>-<hex>` whose pid is no longer alive). `dir` itself is never followed if it is a
+/// symbolic link.
 pub fn remove_stale_temps(dir: &Path) {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return;
+    }
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
     for e in rd.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix('.') else {
             continue;

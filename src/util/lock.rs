@@ -30,6 +30,8 @@ fn open(path: &Path) -> std::io::Result<File> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // A lock file is rewritten with the holder's pid: never through a link to someone's file.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
 }
 
@@ -91,6 +93,7 @@ impl FileLock {
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
         {
             Ok(f) => match f.try_lock() {

@@ -7,6 +7,7 @@ mod common;
 mod fixtures;
 mod fuzz_regressions;
 mod hostile;
+mod hostile_repo;
 mod live;
 mod locks;
 mod perf;

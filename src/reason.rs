@@ -30,6 +30,11 @@ pub enum Reason {
     CaptureStartFailed,
     // The run store.
     LedgerCorrupt,
+    /// The ledger was written by a newer almanac: left alone, nothing in its repo is captured.
+    LedgerNewerVersion,
+    /// A corrupt ledger was rebuilt from run records, and none showed how much of this transcript was
+    /// captured: held until `capture reset`.
+    CursorLost,
     LedgerUnreadable,
     LedgerUnwritable,
     // A run that ended without the agent finishing it.
@@ -60,6 +65,8 @@ impl Reason {
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
             Reason::LedgerCorrupt => "ledger-corrupt",
+            Reason::LedgerNewerVersion => "ledger-newer-version",
+            Reason::CursorLost => "cursor-lost",
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
             Reason::WorkerLost => "worker-lost",
@@ -68,7 +75,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 24] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -87,6 +94,8 @@ impl Reason {
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
         Reason::LedgerCorrupt,
+        Reason::LedgerNewerVersion,
+        Reason::CursorLost,
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
         Reason::WorkerLost,

@@ -7,6 +7,7 @@ mod common;
 mod fixtures;
 mod fuzz_regressions;
 mod hostile;
+mod ledger_format;
 mod live;
 mod perf;
 mod polish;

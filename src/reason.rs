@@ -30,6 +30,11 @@ pub enum Reason {
     CaptureStartFailed,
     // The run store.
     LedgerCorrupt,
+    /// The ledger was written by a newer almanac: left alone, nothing in its repo is captured.
+    LedgerNewerVersion,
+    /// A corrupt ledger was rebuilt from run records, and none showed how much of this transcript was
+    /// captured: held until `capture reset`.
+    CursorLost,
     LedgerUnreadable,
     LedgerUnwritable,
     /// Another process held the repo's ledger lock too long; the next sweep tries again.
@@ -67,6 +72,8 @@ impl Reason {
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
             Reason::LedgerCorrupt => "ledger-corrupt",
+            Reason::LedgerNewerVersion => "ledger-newer-version",
+            Reason::CursorLost => "cursor-lost",
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
             Reason::LedgerBusy => "ledger-busy",
@@ -78,7 +85,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 27] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -97,6 +104,8 @@ impl Reason {
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
         Reason::LedgerCorrupt,
+        Reason::LedgerNewerVersion,
+        Reason::CursorLost,
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
         Reason::LedgerBusy,

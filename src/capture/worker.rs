@@ -90,6 +90,11 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
     let mut known = HashMap::new();
     let mut held = Held::new();
     loop {
+        // A ledger this version cannot read is left alone: nothing runs and nothing is rewritten here.
+        if let Some(n) = ledger::is_newer(repo) {
+            note(&format!("{n}; leaving"));
+            return 0;
+        }
         // A sweep may hold the lock for an instant while checking whether a worker is alive.
         let deadline = Instant::now() + Duration::from_secs(5);
         let lock = loop {

@@ -116,8 +116,8 @@ pub(super) enum CaptureCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete finished run records and logs older than a duration, and ledger entries of transcripts
-    /// that no longer exist.
+    /// Delete finished run records and logs older than a duration, and ledger entries of sessions no
+    /// transcript in any store holds any more.
     Prune {
         #[arg(long, value_name = "DURATION")]
         older_than: String,

@@ -63,6 +63,7 @@ fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
         "repoRoot": repo.display().to_string(),
         "ledgerPath": ledger::ledger_path(repo).display().to_string(),
         "ledgerCorrupt": loaded.corrupt.as_ref().map(|c| c.error.clone()),
+        "ledgerNewerVersion": view.newer,
         "entries": entries,
         "workerAlive": view.worker_alive,
         "queued": view.with_status(RunStatus::Queued),
@@ -77,9 +78,12 @@ fn render_status(repo: &Path, view: &Overview, out: &mut Out) {
     out.line(&format!("capture status for {}:", repo.display()));
     if let Some(c) = &loaded.corrupt {
         out.line(&format!(
-            "  ledger does not parse ({}); the next sweep moves it aside and starts a fresh one",
+            "  ledger does not parse ({}); the next sweep moves it aside and rebuilds it from the run records",
             c.error
         ));
+    }
+    if let Some(n) = &view.newer {
+        out.line(&format!("  {n}"));
     }
     out.line(&format!(
         "  ledger: {} ({} transcripts)",
@@ -208,6 +212,7 @@ pub fn reset(
 
 pub fn prune(
     cx: &Context,
+    catalog: &Catalog,
     repo: Option<PathBuf>,
     older_than: std::time::Duration,
     dry_run: bool,
@@ -218,13 +223,20 @@ pub fn prune(
     let maintain::Pruned {
         runs_removed: removed_runs,
         entries_removed: gone,
-    } = maintain::prune(&repo, cutoff, dry_run, cx.now).map_err(Failure::Other)?;
+    } = {
+        // The sessions the stores still hold, wherever their files now are.
+        let live = crate::discover::sessions::live_sessions(catalog, cx)
+            .into_iter()
+            .map(|(app, sid)| ledger::key(&app, &sid))
+            .collect();
+        maintain::prune(&repo, cutoff, &live, dry_run, cx.now).map_err(Failure::Other)?
+    };
     out.emit(
         || serde_json::json!({"ok": true, "dryRun": dry_run, "repoRoot": repo.display().to_string(), "runsRemoved": removed_runs, "entriesRemoved": gone}),
         |out| {
         let verb = if dry_run { "would remove" } else { "removed" };
         out.line(&format!(
-            "almanac: {verb} {} run records older than {} and {} ledger entries of deleted transcripts in {}",
+            "almanac: {verb} {} run records older than {} and {} ledger entries of sessions no longer in any store in {}",
             removed_runs.len(),
             crate::util::duration::format_duration(older_than),
             gone.len(),

@@ -327,9 +327,16 @@ fn attention_checks(summary: &Summary) -> Vec<Check> {
                 Some(format!("almanac capture reset {}", item.transcript_path))
             }
             "ledger-corrupt" => Some(format!(
-                "inspect {} (a fresh ledger took its place)",
+                "inspect {} (a ledger rebuilt from the run records took its place)",
                 item.transcript_path
             )),
+            "cursor-lost" => Some(format!(
+                "almanac capture reset --skip-existing {} (or without --skip-existing to capture it from line 1)",
+                item.transcript_path
+            )),
+            "ledger-newer-version" => {
+                Some("upgrade almanac: a newer version wrote this repo's ledger".to_string())
+            }
             _ => None,
         };
         checks.push(check(

@@ -182,7 +182,8 @@ fn capture_command(
         } => {
             let age = parse_duration(&older_than)
                 .map_err(|e| Failure::Usage(format!("--older-than: {e}")))?;
-            capture_cmds::prune(cx, repo, age, dry_run, out)
+            let catalog = load_catalog(cx, rules_dir)?;
+            capture_cmds::prune(cx, &catalog, repo, age, dry_run, out)
         }
     }
 }

@@ -6,6 +6,7 @@ mod examined;
 pub mod head;
 pub mod locate;
 pub mod repo;
+pub mod sessions;
 
 pub use examined::{examine, Examined};
 

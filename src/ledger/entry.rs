@@ -61,6 +61,9 @@ pub struct LedgerEntry {
     /// the one before it succeeds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_rest: Vec<PendingChunk>,
+    /// Fields this version does not know (written by a later minor change): kept on rewrite.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -96,6 +99,7 @@ impl LedgerEntry {
             baseline: false,
             no_turns_through: None,
             pending_rest: Vec::new(),
+            extra: Default::default(),
         }
     }
 

@@ -20,6 +20,13 @@ pub struct Ledger {
     /// run records) so a sweep need not read every run record, and so pruning runs forgets nothing.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub agent_sessions: std::collections::BTreeSet<String>,
+    /// Set when this ledger was rebuilt from run records after the file did not parse, until a live sweep
+    /// has held the transcripts no run record knows (`cursor-lost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuilt_from: Option<String>,
+    /// Fields this version does not know (written by a later minor change): kept on rewrite.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for Ledger {
@@ -29,6 +36,8 @@ impl Default for Ledger {
             updated_at: String::new(),
             entries: BTreeMap::new(),
             agent_sessions: Default::default(),
+            rebuilt_from: None,
+            extra: Default::default(),
         }
     }
 }
@@ -43,10 +52,61 @@ pub struct Loaded {
 pub struct Corrupt {
     pub moved_to: PathBuf,
     pub error: String,
+    /// What the run records gave back.
+    pub rebuilt: super::rebuild::Rebuilt,
 }
 
-/// Loads the ledger. A file that does not parse (or has an unknown version) is renamed to
-/// `capture-ledger.json.corrupt-<UTC timestamp>` when `rename` is true, and a fresh ledger is returned.
+/// A ledger written by a newer almanac: left exactly as it is, and nothing in its repo is captured.
+#[derive(Debug)]
+pub struct NewerLedger {
+    pub path: PathBuf,
+    pub version: u64,
+}
+
+impl std::fmt::Display for NewerLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} was written by a newer almanac (ledger version {}; this almanac reads version {LEDGER_VERSION}); \
+             it is left as it is and nothing in this repo is captured: upgrade almanac",
+            self.path.display(),
+            self.version
+        )
+    }
+}
+
+impl std::error::Error for NewerLedger {}
+
+/// The newer ledger an error from `load` stands for, if it is one.
+pub fn newer_version(e: &std::io::Error) -> Option<&NewerLedger> {
+    e.get_ref().and_then(|r| r.downcast_ref::<NewerLedger>())
+}
+
+/// Whether the repo's ledger was written by a newer almanac (read only; any other problem is not).
+pub fn is_newer(repo: &Path) -> Option<NewerLedger> {
+    let text = std::fs::read(ledger_path(repo)).ok()?;
+    check_version(&ledger_path(repo), &text).err()
+}
+
+/// A file whose `version` is above ours is a newer ledger; anything else is for the full parse to judge.
+fn check_version(path: &Path, text: &[u8]) -> Result<(), NewerLedger> {
+    #[derive(Deserialize)]
+    struct VersionOnly {
+        version: u64,
+    }
+    match serde_json::from_slice::<VersionOnly>(text) {
+        Ok(v) if v.version > u64::from(LEDGER_VERSION) => Err(NewerLedger {
+            path: path.to_path_buf(),
+            version: v.version,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Loads the ledger. A ledger of a newer version is an error (`newer_version` tells it apart) and is
+/// never touched. A file that does not parse (or has version 0) is renamed to
+/// `capture-ledger.json.corrupt-<UTC timestamp>` when `rename` is true, and what the run records tell is
+/// returned in its place (`rebuild::from_runs`).
 pub fn load(
     repo: &Path,
     now: chrono::DateTime<chrono::Utc>,
@@ -63,6 +123,7 @@ pub fn load(
         }
         Err(e) => return Err(e),
     };
+    check_version(&path, &text).map_err(std::io::Error::other)?;
     let error = match serde_json::from_slice::<Ledger>(&text) {
         Ok(l) if l.version == LEDGER_VERSION => {
             return Ok(Loaded {
@@ -80,9 +141,15 @@ pub fn load(
     if rename {
         std::fs::rename(&path, &moved_to)?;
     }
+    let (mut ledger, rebuilt) = super::rebuild::from_runs(&super::runs_dir(repo));
+    ledger.rebuilt_from = Some(moved_to.display().to_string());
     Ok(Loaded {
-        ledger: Ledger::default(),
-        corrupt: Some(Corrupt { moved_to, error }),
+        ledger,
+        corrupt: Some(Corrupt {
+            moved_to,
+            error,
+            rebuilt,
+        }),
     })
 }
 

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 /// A repo's capture state as `capture status` shows it (read only: a dry look at a corrupt ledger).
 pub struct Overview {
     pub loaded: Loaded,
+    /// The ledger was written by a newer almanac (in words, with what to do); `loaded` is then empty.
+    pub newer: Option<String>,
     pub runs: Vec<RunRecord>,
     /// Run records this user's almanac did not write: listed, never run or deleted.
     pub foreign: Vec<record::Foreign>,
@@ -19,10 +21,22 @@ impl Overview {
     pub fn read(repo: &Path, now: DateTime<Utc>) -> Result<Overview, String> {
         super::guard::check_runs_dir(repo)
             .map_err(|why| format!("{}: {why}", crate::reason::Reason::RunsDirUnsafe))?;
-        let loaded = super::load(repo, now, false)
-            .map_err(|e| format!("{}: {e}", ledger_path(repo).display()))?;
+        let (loaded, newer) = match super::load(repo, now, false) {
+            Ok(l) => (l, None),
+            Err(e) => match super::newer_version(&e) {
+                Some(n) => {
+                    let empty = Loaded {
+                        ledger: Default::default(),
+                        corrupt: None,
+                    };
+                    (empty, Some(n.to_string()))
+                }
+                None => return Err(format!("{}: {e}", ledger_path(repo).display())),
+            },
+        };
         Ok(Overview {
             loaded,
+            newer,
             runs: record::list(&runs_dir(repo)),
             foreign: record::list_foreign(&runs_dir(repo)),
             worker_alive: super::worker_alive(repo),
@@ -117,10 +131,13 @@ pub struct Pruned {
 }
 
 /// Removes finished run records (and their logs and prompts) that finished before `cutoff` and that no
-/// entry waits for, and the entries of transcripts that no longer exist. A dry run changes nothing.
+/// entry waits for, and the entries of sessions that no longer exist: an entry is identified by app and
+/// session id, so it goes only when `live` (the ledger keys of every session in the stores) lacks it and
+/// its recorded file is gone too (a moved file keeps its entry). A dry run changes nothing.
 pub fn prune(
     repo: &Path,
     cutoff: DateTime<Utc>,
+    live: &std::collections::HashSet<String>,
     dry_run: bool,
     now: DateTime<Utc>,
 ) -> Result<Pruned, String> {
@@ -166,7 +183,9 @@ pub fn prune(
         .ledger
         .entries
         .iter()
-        .filter(|(_, e)| e.status != EntryStatus::Pending && !Path::new(&e.path).exists())
+        .filter(|(k, e)| {
+            e.status != EntryStatus::Pending && !live.contains(*k) && !Path::new(&e.path).exists()
+        })
         .map(|(k, _)| k.clone())
         .collect();
     for k in &entries_removed {

@@ -2,7 +2,8 @@
 //!
 //! - `capture-ledger.json` (`file`): one entry per transcript (`entry`), keyed by app and session id
 //!   (a Codex rollout moved to `archived_sessions/` keeps its cursor), written atomically under the repo
-//!   lock. A ledger that does not parse is never silently replaced: it is renamed aside and reported.
+//!   lock. A ledger that does not parse is never silently replaced: it is renamed aside, reported, and
+//!   rebuilt from the run records (`rebuild`). A ledger of a newer version is never touched.
 //! - `<run-id>.json`, `.log`, `.prompt.md` (`record`): one capture run each.
 //! - `worker.log`: the background worker's own output.
 //! - `ledger.lock` (the repo lock: every read-modify-write of the ledger, and picking a run) and
@@ -22,13 +23,15 @@ mod entry;
 mod file;
 pub mod guard;
 pub mod maintain;
+pub mod rebuild;
 pub mod record;
 mod repo;
 pub mod seal;
 
 pub use entry::{EntryStatus, LedgerEntry, PendingChunk};
 pub use file::{
-    add_agent_session, load, save, save_bytes, Corrupt, Ledger, Loaded, LEDGER_FILE, LEDGER_VERSION,
+    add_agent_session, is_newer, load, newer_version, save, save_bytes, Corrupt, Ledger, Loaded,
+    NewerLedger, LEDGER_FILE, LEDGER_VERSION,
 };
 pub use record::{RunRecord, RunStatus};
 pub use repo::RepoState;

@@ -19,10 +19,11 @@ pub struct RepoState {
 impl RepoState {
     /// Reads the repo's ledger. `live` renames a corrupt ledger aside; a dry run only reports it.
     pub fn load(repo: &Path, now: DateTime<Utc>, live: bool) -> std::io::Result<RepoState> {
+        let loaded = super::load(repo, now, live)?;
+        // Only after the ledger is known to be ours (a newer one's directory is left alone).
         if live {
             crate::util::atomic::remove_stale_temps(&runs_dir(repo));
         }
-        let loaded = super::load(repo, now, live)?;
         Ok(RepoState {
             repo: repo.to_path_buf(),
             dirty: loaded.corrupt.is_some(),

@@ -262,7 +262,7 @@ fn settle(
     match decision {
         Decision::Skip(reason) => {
             let item = SkippedItem::of(file, ex, reason, detail);
-            if policy::needs_attention(&catalog.policy, reason) {
+            if policy::needs_attention(&catalog.policy, reason) || reason == Reason::CursorLost {
                 summary.attention(item);
             } else {
                 summary.skip(item);
@@ -279,6 +279,8 @@ struct RepoPass {
     /// Why the ledger could not be read or written (its transcripts are then not decided).
     error: Option<(Reason, String)>,
     corrupt: Option<ledger::Corrupt>,
+    /// Transcripts held as `cursor-lost` after a rebuild (see `ledger::rebuild`).
+    held: usize,
     worker_alive: bool,
     has_pending: bool,
     agent_sessions: BTreeSet<String>,
@@ -289,14 +291,19 @@ fn report_store_problems(pass: &RepoPass, live: bool, summary: &mut Summary) {
     let repo = &pass.repo;
     if let Some(c) = &pass.corrupt {
         let detail = format!(
-            "{} did not parse ({}); {} it and started a fresh ledger",
+            "{} did not parse ({}); {} it aside and rebuilt {} cursors and {} of almanac's own sessions \
+             from the run records; {} transcripts no run record knows are held (cursor-lost) until you \
+             decide, each with the command that releases it",
             ledger::ledger_path(repo).display(),
             c.error,
             if live {
                 "moved"
             } else {
                 "a live sweep would move"
-            }
+            },
+            c.rebuilt.cursors,
+            c.rebuilt.agent_sessions,
+            pass.held,
         );
         summary.attention(SkippedItem::of_store(
             repo,
@@ -329,6 +336,7 @@ fn repo_pass(
         repo: repo.to_path_buf(),
         error: None,
         corrupt: None,
+        held: 0,
         worker_alive: false,
         has_pending: false,
         agent_sessions: Default::default(),
@@ -341,6 +349,12 @@ fn repo_pass(
             return pass;
         }
     };
+    if state.ledger.rebuilt_from.is_some() {
+        if let Err(e) = hold_unknown(&mut state, idxs, candidates, settings, live, &mut pass) {
+            pass.error = Some(e);
+            return pass;
+        }
+    }
     pass.worker_alive = state.worker_alive;
     pass.has_pending = state.has_pending();
     let entries = &state.ledger.entries;
@@ -362,6 +376,9 @@ fn repo_pass(
                 }
             }
             let entry = k.as_ref().and_then(|k| entries.get(k));
+            if let Some(e) = entry.filter(|e| ledger::rebuild::is_held(e)) {
+                return (i, held(e));
+            }
             let internal = candidates[i]
                 .1
                 .session_id
@@ -389,7 +406,10 @@ fn load_reconciled(
     // A stranger's commit may have made runs/ (or a file in it) a link out of the repo: use nothing there.
     ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
     let mut state =
-        RepoState::load(repo, now, live).map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
+        RepoState::load(repo, now, live).map_err(|e| match ledger::newer_version(&e) {
+            Some(n) => (Reason::LedgerNewerVersion, n.to_string()),
+            None => (Reason::LedgerUnreadable, e.to_string()),
+        })?;
     state.reconcile(now, live);
     pass.corrupt = state.corrupt.take();
     if live && state.changed() {
@@ -444,6 +464,44 @@ fn open_store(repo: &Path, wait: std::time::Duration) -> Result<FileLock, (Reaso
             format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
         ),
     })
+}
+
+/// After a corrupt ledger was rebuilt from run records: the repo's transcripts that no run record knows
+/// are held (`cursor-lost`) instead of being captured again from line 1. With `capture_since` set they
+/// are first-seen transcripts as usual (placed at its baseline). A live sweep saves the result at once.
+fn hold_unknown(
+    state: &mut RepoState,
+    idxs: &[usize],
+    candidates: &[Candidate],
+    settings: &Settings,
+    live: bool,
+    pass: &mut RepoPass,
+) -> Result<(), (Reason, String)> {
+    let found = idxs.iter().filter_map(|&i| {
+        let (file, ex) = &candidates[i];
+        let sid = ex.session_id.as_deref()?;
+        let path = file.path.display().to_string();
+        Some((key(&file.app, sid), &*file.app, sid, path))
+    });
+    pass.held = match settings.capture_since {
+        None => ledger::rebuild::hold_unknown(&mut state.ledger, found),
+        Some(_) => ledger::rebuild::hold_unknown(&mut state.ledger, std::iter::empty()),
+    };
+    if live {
+        state
+            .save(settings.now)
+            .map_err(|e| (Reason::LedgerUnwritable, e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn held(e: &LedgerEntry) -> Decided {
+    Decided {
+        view: None,
+        decision: Decision::Skip(Reason::CursorLost),
+        detail: e.last_error.clone(),
+        entry: None,
+    }
 }
 
 /// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor

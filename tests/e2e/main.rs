@@ -8,6 +8,7 @@ mod fixtures;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_repo;
+mod ledger_format;
 mod live;
 mod locks;
 mod perf;

@@ -4,6 +4,8 @@
 //!   (a Codex rollout moved to `archived_sessions/` keeps its cursor), written atomically under the repo
 //!   lock. A ledger that does not parse is never silently replaced: it is renamed aside and reported.
 //! - `<run-id>.json`, `.log`, `.prompt.md` (`record`): one capture run each.
+//! - `ledger.journal` (`journal`): agent session ids appended while a worker drains, folded into the
+//!   ledger by the next save.
 //! - `worker.log`: the background worker's own output.
 //! - `ledger.lock` (the repo lock: every read-modify-write of the ledger, and picking a run) and
 //!   `worker.lock` (held by the repo's one background worker).
@@ -17,6 +19,7 @@
 pub mod cursor;
 mod entry;
 mod file;
+pub mod journal;
 pub mod maintain;
 pub mod record;
 mod repo;

@@ -68,11 +68,10 @@ def worker_done(repo):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    try:
         entries = json.loads((runs / "capture-ledger.json").read_text())["entries"].values()
         return all(e["status"] != "pending" for e in entries)
+    except BlockingIOError:
+        return False
     finally:
         os.close(fd)
 

@@ -11,6 +11,13 @@
     captured once by a no-op agent first)
 (e) a dry run after 1% of the transcripts grew (reads only those: prefix check plus new bytes)
 Each timing is the best of three with the page cache warm. Peak RSS comes from wait4().
+
+  python3 scripts/bench.py --drain 2000 [--bin target/release/almanac]
+
+(f) the worker draining a queue: one repo, that many one-turn sessions queued by one live sweep, a no-op
+    agent that takes a preset session id (like claude); the time from the sweep's exit until the worker
+    has finished every run, per run, minus what starting the agent itself costs (a shell starting `true`
+    as often): the milliseconds of almanac overhead per run (target well under 15).
 """
 import argparse, json, os, random, shutil, subprocess, sys, time
 from pathlib import Path
@@ -51,13 +58,74 @@ def best(n, fn):
     return min(results, key=lambda r: r[0])
 
 
+def worker_done(repo):
+    """True once no worker holds the repo's lock and its ledger has no pending entry."""
+    import fcntl
+    runs = repo / ".almanac/runs"
+    try:
+        fd = os.open(runs / "worker.lock", os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        entries = json.loads((runs / "capture-ledger.json").read_text())["entries"].values()
+        return all(e["status"] != "pending" for e in entries)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def drain(n, binary):
+    """(f): ms per run the worker spends beyond the agent's own start, draining n queued runs."""
+    root = Path(f"/tmp/almanac-bench-drain-{n}")
+    shutil.rmtree(root, ignore_errors=True)
+    home, ah, repo = root / "home", root / "almanac-home", root / "repo"
+    (repo / ".almanac/runs").mkdir(parents=True)
+    ah.mkdir(parents=True)
+    (ah / "config.toml").write_text(
+        '[capture]\nagent = "noop"\n[capture.agents.noop]\ncommand = ["true", "{session_id}", "{prompt_file}"]\n')
+    store = home / ".claude/projects/-repo"
+    store.mkdir(parents=True)
+    old = time.time() - 7200
+    for i in range(n):
+        sid = f"5e551011-aaaa-4bbb-8ccc-{i:012d}"
+        line = json.dumps({"type": "user", "sessionId": sid, "cwd": str(repo), "timestamp": "2026-11-29T00:00:00.000Z",
+                           "message": {"role": "user", "content": f"turn {i}"}}) + "\n"
+        f = store / f"{sid}.jsonl"
+        f.write_text(line)
+        os.utime(f, (old, old))
+    env = dict(os.environ, HOME=str(home), ALMANAC_HOME=str(ah))
+    subprocess.run([binary, "capture", "sweep", "--quiet", "0m", "--max-runs", str(n * 2)], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    while not worker_done(repo):
+        time.sleep(0.005)
+    total = time.perf_counter() - t0
+    done = sum(1 for p in (repo / ".almanac/runs").glob("run_*.json") if json.loads(p.read_text())["status"] == "done")
+    t1 = time.perf_counter()
+    subprocess.run(["sh", "-c", f"i=0; while [ $i -lt {n} ]; do /bin/true a b; i=$((i+1)); done"], check=True)
+    agent = time.perf_counter() - t1
+    print(f"(f) worker drain: {n} runs ({done} done) in {total:.2f} s = {total / n * 1000:.1f} ms per run; "
+          f"starting the agent alone {agent / n * 1000:.1f} ms; almanac overhead {(total - agent) / n * 1000:.1f} ms per run "
+          f"(target well under 15)")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=10000)
     ap.add_argument("--corpus", default=None)
     ap.add_argument("--big-mib", type=int, default=0, help="also measure one transcript of this size alone")
     ap.add_argument("--max-turns", type=int, default=24, help="passed to gen-corpus (smaller sessions for 100k)")
+    ap.add_argument("--drain", type=int, default=0, help="only (f): the worker draining this many queued runs")
+    ap.add_argument("--bin", default=str(BIN), help="the almanac binary (f) runs")
     a = ap.parse_args()
+    if a.drain:
+        if a.bin == str(BIN):
+            subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac"], cwd=ROOT, check=True)
+        drain(a.drain, a.bin)
+        return
     corpus = Path(a.corpus or f"/tmp/almanac-bench-{a.sessions}")
     subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac", "--example", "gen-corpus"], cwd=ROOT, check=True)
     if not (corpus / "home").is_dir():

@@ -23,16 +23,33 @@ pub struct Outcome {
 
 /// Replaces `{name}` placeholders in each argument; each stays one argument whatever it contains.
 pub fn fill(command: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
-    command
-        .iter()
-        .map(|arg| {
-            let mut out = arg.clone();
-            for (k, v) in vars {
-                out = out.replace(&format!("{{{k}}}"), v);
+    command.iter().map(|arg| fill_one(arg, vars)).collect()
+}
+
+/// One pass over `arg`, left to right: each `{name}` that names a value is replaced by it, and what was
+/// put in is never looked at again, so a `{repo}` inside the prompt or a path reaches the agent as it is.
+fn fill_one(arg: &str, vars: &HashMap<&str, String>) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after
+            .find('}')
+            .and_then(|close| Some((vars.get(&after[..close])?, close)))
+        {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
             }
-            out
-        })
-        .collect()
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Finds `program` on PATH at call time (a path with `/` is taken as it is).
@@ -56,7 +73,12 @@ pub enum Learned<'a> {
     Preset(&'a str),
     /// Read from the agent's stdout while it runs.
     FromStdout(&'a str),
+    /// Not a session id: the agent process just started (its process group and start time), so that a
+    /// sweep can stop it should this worker die.
+    Spawned(AgentProcess),
 }
+
+pub use crate::ledger::record::AgentProcess;
 
 /// Runs `def` for one capture run: fills the placeholders from the run record and the prompt file,
 /// generates a preset session id when the profile says the agent accepts one, logs the argv (prompt
@@ -91,9 +113,7 @@ pub fn invoke(
         def.name,
         redact_prompt(&argv, &vars)
     );
-    let out = run(def, &argv, repo, log, timeout, |id| {
-        on_session(Learned::FromStdout(id))
-    });
+    let out = run(def, &argv, repo, log, timeout, &mut on_session);
     let _ = writeln!(
         w,
         "{} almanac: agent finished: {}",
@@ -121,13 +141,19 @@ fn redact_prompt(argv: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
         .collect()
 }
 
+/// What the agent's threads report: a session id read from stdout, or its exit.
+enum Event {
+    Session(String),
+    Exited(Option<ExitStatus>),
+}
+
 pub fn run(
     def: &AgentDef,
     argv: &[String],
     repo: &Path,
     log: &File,
     timeout: Duration,
-    mut on_session: impl FnMut(&str),
+    on_learn: &mut impl FnMut(Learned<'_>),
 ) -> Outcome {
     let fail = |error: String| Outcome {
         exit_code: None,
@@ -138,29 +164,38 @@ pub fn run(
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    crate::util::fault::point("agent-spawned");
     let pid = child.id();
-    let (tx, rx) = mpsc::channel::<String>();
+    on_learn(Learned::Spawned(AgentProcess {
+        pgid: pid,
+        start_time: crate::util::process::start_time(pid),
+    }));
+    crate::util::fault::point("agent-spawned");
+    let (tx, rx) = mpsc::channel::<Event>();
     let reader = match (
         child.stdout.take(),
         &def.session_id.from_stdout,
         log.try_clone(),
     ) {
-        (Some(stdout), Some(event), Ok(log)) => Some(read_session(stdout, event.clone(), log, tx)),
+        (Some(stdout), Some(event), Ok(log)) => {
+            Some(read_session(stdout, event.clone(), log, tx.clone()))
+        }
         _ => None,
     };
-    let (status, timed_out) = wait(&mut child, timeout, || {
-        while let Ok(id) = rx.try_recv() {
-            on_session(&id);
-        }
+    // A thread blocked in wait() reports the exit the moment it happens: no polling.
+    std::thread::spawn(move || {
+        let _ = tx.send(Event::Exited(child.wait().ok()));
     });
+    let mut on_id = |id: &str| on_learn(Learned::FromStdout(id));
+    let (status, timed_out) = wait(&rx, pid as i32, timeout, &mut on_id);
     // Whatever the agent left running in its group goes with it.
     crate::util::process::kill_group(pid as i32, libc::SIGKILL);
     if let Some(r) = reader {
         let _ = r.join();
     }
-    while let Ok(id) = rx.try_recv() {
-        on_session(&id);
+    while let Ok(ev) = rx.try_recv() {
+        if let Event::Session(id) = ev {
+            on_id(&id);
+        }
     }
     let exit_code = status.and_then(|s| s.code());
     Outcome {
@@ -208,7 +243,7 @@ fn read_session(
     stdout: std::process::ChildStdout,
     StdoutEvent { event, field }: StdoutEvent,
     mut log: File,
-    tx: mpsc::Sender<String>,
+    tx: mpsc::Sender<Event>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut sent = false;
@@ -221,7 +256,7 @@ fn read_session(
             if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
                 if v.get("type").and_then(|t| t.as_str()) == Some(event.as_str()) {
                     if let Some(id) = v.get(&field).and_then(|f| f.as_str()) {
-                        let _ = tx.send(id.to_string());
+                        let _ = tx.send(Event::Session(id.to_string()));
                         sent = true;
                     }
                 }
@@ -230,36 +265,39 @@ fn read_session(
     })
 }
 
-/// Polls the agent until it exits or `timeout` passes; then its group gets SIGTERM and, 5 s later,
-/// SIGKILL. `tick` runs on every poll. Returns the exit status (None when lost) and whether it timed out.
+/// Waits for the agent's exit, passing on session ids as they come, until `timeout`; then its group gets
+/// SIGTERM and, 5 s later, SIGKILL. Returns the exit status (None when lost) and whether it timed out.
 fn wait(
-    child: &mut Child,
+    rx: &mpsc::Receiver<Event>,
+    pgid: i32,
     timeout: Duration,
-    mut tick: impl FnMut(),
+    on_id: &mut impl FnMut(&str),
 ) -> (Option<ExitStatus>, bool) {
-    let pid = child.id() as i32;
+    use crate::util::process::kill_group;
     let started = Instant::now();
-    loop {
-        tick();
-        match child.try_wait() {
-            Ok(Some(s)) => return (Some(s), false),
-            Ok(None) => {}
-            Err(_) => return (None, false),
-        }
-        if started.elapsed() >= timeout {
-            crate::util::process::kill_group(pid, libc::SIGTERM);
-            let grace = Instant::now();
-            while grace.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+    let mut until = |deadline: Option<Instant>| -> Result<Option<ExitStatus>, ()> {
+        loop {
+            let ev = match deadline {
+                Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            match ev {
+                Ok(Event::Session(id)) => on_id(&id),
+                Ok(Event::Exited(s)) => return Ok(s),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(mpsc::RecvTimeoutError::Timeout) => return Err(()),
             }
-            crate::util::process::kill_group(pid, libc::SIGKILL);
-            return (child.wait().ok(), true);
         }
-        std::thread::sleep(Duration::from_millis(50));
+    };
+    if let Ok(s) = until(Some(started + timeout)) {
+        return (s, false);
     }
+    kill_group(pgid, libc::SIGTERM);
+    if let Ok(s) = until(Some(Instant::now() + Duration::from_secs(5))) {
+        return (s, true);
+    }
+    kill_group(pgid, libc::SIGKILL);
+    (until(None).unwrap_or(None), true)
 }
 
 /// Why the run failed, in words; None when the agent exited 0.
@@ -280,5 +318,37 @@ fn describe_failure(
         (Some(c), _) => Some(format!("agent \"{}\" exited with code {c}", def.name)),
         (None, Some(s)) => Some(format!("agent \"{}\" was killed ({s})", def.name)),
         (None, None) => Some(format!("agent \"{}\": lost track of the process", def.name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_in_one_pass() {
+        let vars: HashMap<&str, String> = [
+            ("prompt", "use {repo} and {run_id}".to_string()),
+            ("repo", "/w/{prompt}".to_string()),
+            ("run_id", "run_1".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let argv = fill(
+            &[
+                "-p={prompt}".into(),
+                "{repo}".into(),
+                "{{run_id}}{unknown}{".into(),
+            ],
+            &vars,
+        );
+        assert_eq!(
+            argv,
+            [
+                "-p=use {repo} and {run_id}",
+                "/w/{prompt}",
+                "{run_1}{unknown}{"
+            ]
+        );
     }
 }

@@ -3,6 +3,8 @@
 
 pub mod agent;
 pub mod breaker;
+mod held;
+pub mod orphan;
 pub mod prompt;
 mod trust;
 pub mod worker;
@@ -62,6 +64,7 @@ pub fn queue(
         agent_session_id: None,
         pid: None,
         agent_pid: None,
+        agent_process: None,
         created_at: crate::policy::iso(now),
         started_at: None,
         finished_at: None,

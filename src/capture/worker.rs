@@ -3,9 +3,10 @@
 //! `runs/worker.lock` while it works; a second worker finds it held and leaves.
 
 use super::agent;
+use super::held::Held;
 use crate::context::Context;
 use crate::ledger::record::{self as run, RunRecord, RunStatus};
-use crate::ledger::{self, key, runs_dir, worker_lock_path, RepoState};
+use crate::ledger::{self, key, runs_dir, worker_lock_path};
 use crate::reason::Reason;
 use crate::util::lock::FileLock;
 use std::collections::HashMap;
@@ -16,68 +17,8 @@ fn now_iso() -> String {
     crate::policy::iso(chrono::Utc::now())
 }
 
-fn note(msg: &str) {
+pub(super) fn note(msg: &str) {
     eprintln!("{} worker {}: {msg}", now_iso(), std::process::id());
-}
-
-/// The repo's ledger as this worker last read or wrote it. A worker draining many runs would otherwise
-/// parse and rewrite the whole ledger twice per run. The file is read again only when another process
-/// (a sweep, `capture reset`, an agent session being recorded) wrote it since, and is then reconciled
-/// with the run records, so nothing this worker finished is lost. Saving is deferred (at most
-/// `SAVE_EVERY` apart, and always before the worker lets go of the queue): the run record is written
-/// first and is what counts; a sweep reconciles any entry the worker did not get to save.
-struct Held {
-    /// The file's bytes when this worker last read or wrote it.
-    bytes: Option<Vec<u8>>,
-    ledger: ledger::Ledger,
-    dirty: bool,
-    saved_at: Instant,
-}
-
-const SAVE_EVERY: Duration = Duration::from_secs(2);
-
-impl Held {
-    fn new() -> Held {
-        Held {
-            bytes: None,
-            ledger: ledger::Ledger::default(),
-            dirty: false,
-            saved_at: Instant::now(),
-        }
-    }
-
-    /// The current ledger; the caller holds the repo lock.
-    fn current(&mut self, repo: &Path) -> std::io::Result<&mut ledger::Ledger> {
-        let on_disk = match std::fs::read(ledger::ledger_path(repo)) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
-        if on_disk.is_none() || on_disk != self.bytes {
-            let now = chrono::Utc::now();
-            let mut state = RepoState::load(repo, now, true)?;
-            state.reconcile(now, true);
-            self.dirty = state.changed();
-            self.ledger = state.ledger;
-            self.bytes = on_disk;
-        }
-        Ok(&mut self.ledger)
-    }
-
-    /// Saves when changed and `force` or due; the caller holds the repo lock.
-    fn save(&mut self, repo: &Path, force: bool) {
-        if !self.dirty || !(force || self.saved_at.elapsed() >= SAVE_EVERY) {
-            return;
-        }
-        match ledger::save_bytes(repo, &mut self.ledger, chrono::Utc::now()) {
-            Ok(bytes) => {
-                self.bytes = Some(bytes);
-                self.dirty = false;
-                self.saved_at = Instant::now();
-            }
-            Err(e) => note(&format!("cannot save the ledger: {e}")),
-        }
-    }
 }
 
 /// Runs until no queued run is left. Returns the process exit code.
@@ -250,21 +191,9 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                 // The agent reads this copy; `record` itself takes the session id as it is learned.
                 let queued = record.clone();
                 let timeout = config.capture.timeout;
-                let out =
-                    agent::invoke(def, &queued, repo, &log, timeout, |learned| match learned {
-                        agent::Learned::Preset(id) => {
-                            record.agent_session_id = Some(id.to_string());
-                            let _ = run::write(&runs, &record);
-                            if let Err(e) = ledger::add_agent_session(repo, id) {
-                                note(&format!("cannot record agent session {id}: {e}"));
-                            }
-                        }
-                        agent::Learned::FromStdout(id) => {
-                            record.agent_session_id = Some(id.to_string());
-                            let _ = ledger::add_agent_session(repo, id);
-                            let _ = run::write(&runs, &record);
-                        }
-                    });
+                let out = agent::invoke(def, &queued, repo, &log, timeout, |learned| {
+                    learn(repo, &runs, &mut record, held, learned)
+                });
                 record.agent_pid = out.agent_pid;
                 record.exit_code = out.exit_code;
                 match out.error {
@@ -280,16 +209,14 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
 }
 
-/// Records the outcome: run record first, then (same lock) the ledger entry. The cursor moves only when
-/// the agent exited 0.
+/// Records the outcome: run record first, then (under the repo lock) the ledger entry. The cursor moves
+/// only when the agent exited 0.
 fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(), String>) {
     let runs = runs_dir(repo);
-    let _guard = ledger::lock_repo(repo).ok();
     let now = chrono::Utc::now();
     record.finish(&outcome, &crate::policy::iso(now));
-    if let Err(e) = run::write(&runs, &record) {
-        note(&format!("cannot write run record {}: {e}", record.run_id));
-    }
+    persist_finished(&runs, &record);
+    let _guard = ledger::lock_repo(repo).ok();
     crate::util::fault::point("before-cursor-commit");
     let cancelled = update_entry(repo, held, &record, |entry| match &outcome {
         Ok(()) => {
@@ -309,6 +236,74 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
         record.run_id,
         if outcome.is_ok() { "done" } else { "failed" }
     ));
+}
+
+/// How long the worker keeps trying to write a finished run's record (a full disk, a quota) before it
+/// gives up and leaves the run to the next sweep, which then retries it as `worker-lost`.
+const PERSIST_FOR: Duration = Duration::from_secs(3600);
+const PERSIST_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Writes the finished record ("the agent exited with code C") before anything else, retrying with
+/// backoff while it fails. The worker keeps its lock meanwhile, so no sweep takes the run for lost and
+/// runs the agent on the same lines again; the repo lock is not held, so sweeps go on.
+fn persist_finished(runs: &Path, record: &RunRecord) {
+    let start = Instant::now();
+    let mut delay = Duration::from_millis(50);
+    let mut tries = 0u32;
+    loop {
+        let written =
+            crate::util::fault::disk_full("post-run").and_then(|()| run::write(runs, record));
+        let e = match written {
+            Ok(()) if tries == 0 => return,
+            Ok(()) => return note(&format!("{}: run record written", record.run_id)),
+            Err(e) => e,
+        };
+        tries += 1;
+        if tries == 1 {
+            note(&format!(
+                "cannot write run record {} (exit code {:?}): {e}; retrying",
+                record.run_id, record.exit_code
+            ));
+        }
+        if start.elapsed() >= PERSIST_FOR {
+            return note(&format!(
+                "giving up on run record {} after {tries} tries: {e}",
+                record.run_id
+            ));
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(PERSIST_BACKOFF_MAX);
+    }
+}
+
+/// What the agent told about itself, recorded as it is learned. A preset session id goes to the journal
+/// (under the repo lock, synced) before the agent starts, so its transcript is known as ours even if
+/// the worker dies; the run record gets it with the agent's process group as soon as the agent starts.
+fn learn(
+    repo: &Path,
+    runs: &Path,
+    record: &mut RunRecord,
+    held: &mut Held,
+    learned: agent::Learned<'_>,
+) {
+    let id = match learned {
+        agent::Learned::Spawned(p) => {
+            record.agent_pid = Some(p.pgid);
+            record.agent_process = Some(p);
+            let _ = run::write(runs, record);
+            return;
+        }
+        agent::Learned::Preset(id) | agent::Learned::FromStdout(id) => id,
+    };
+    record.agent_session_id = Some(id.to_string());
+    if let Err(e) = ledger::add_agent_session(repo, id) {
+        note(&format!("cannot record agent session {id}: {e}"));
+    }
+    held.ledger.agent_sessions.insert(id.to_string());
+    held.dirty = true;
+    if matches!(learned, agent::Learned::FromStdout(_)) {
+        let _ = run::write(runs, record);
+    }
 }
 
 /// Applies `f` to the ledger entry waiting for `record` (if it still is); the ledger is saved when due.

@@ -103,11 +103,22 @@ fn check_version(path: &Path, text: &[u8]) -> Result<(), NewerLedger> {
     }
 }
 
-/// Loads the ledger. A ledger of a newer version is an error (`newer_version` tells it apart) and is
-/// never touched. A file that does not parse (or has version 0) is renamed to
-/// `capture-ledger.json.corrupt-<UTC timestamp>` when `rename` is true, and what the run records tell is
-/// returned in its place (`rebuild::from_runs`).
+/// Loads the ledger, with the journal's additions (`journal`) applied. A ledger of a newer version is an
+/// error (`newer_version` tells it apart) and is never touched. A file that does not parse (or has
+/// version 0) is renamed to `capture-ledger.json.corrupt-<UTC timestamp>` when `rename` is true, and what
+/// the run records tell is returned in its place (`rebuild::from_runs`).
 pub fn load(
+    repo: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+    rename: bool,
+) -> std::io::Result<Loaded> {
+    let mut loaded = load_file(repo, now, rename)?;
+    super::journal::apply(repo, &mut loaded.ledger)?;
+    Ok(loaded)
+}
+
+/// The ledger file alone, as `load` describes it.
+fn load_file(
     repo: &Path,
     now: chrono::DateTime<chrono::Utc>,
     rename: bool,
@@ -167,21 +178,19 @@ pub fn save_bytes(
     ledger: &mut Ledger,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::io::Result<Vec<u8>> {
+    super::journal::apply(repo, ledger)?;
     ledger.updated_at = crate::policy::iso(now);
     let text = crate::util::atomic::json_bytes(ledger)?;
     crate::util::atomic::write_atomic(&ledger_path(repo), &text)?;
     crate::util::fault::point("ledger-saved");
+    super::journal::compacted(repo)?;
     Ok(text)
 }
 
 /// Records an agent session id as ours, under the repo lock (the worker calls this before the agent can
-/// write a transcript, or as soon as the agent reports its id).
+/// write a transcript, or as soon as the agent reports its id): one line appended to the journal, not a
+/// rewrite of the ledger.
 pub fn add_agent_session(repo: &Path, session_id: &str) -> std::io::Result<()> {
     let _guard = lock_repo(repo)?;
-    let now = chrono::Utc::now();
-    let mut loaded = load(repo, now, true)?;
-    if loaded.ledger.agent_sessions.insert(session_id.to_string()) {
-        save(repo, &mut loaded.ledger, now)?;
-    }
-    Ok(())
+    super::journal::append_agent_session(repo, session_id)
 }

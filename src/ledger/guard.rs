@@ -1,15 +1,16 @@
 //! A repo's `.almanac/runs/` may come from a stranger's commit. Before almanac reads, writes, locks,
 //! chmods or deletes anything there, the store must be its own: `.almanac` and `.almanac/runs` real
 //! directories (not symbolic links) owned by this user, and the files with fixed names in it (ledger,
-//! locks, worker log) regular files, not links. Files under `runs/` are then opened with `O_NOFOLLOW`,
+//! journal, locks, worker log) regular files, not links. Files under `runs/` are then opened with `O_NOFOLLOW`,
 //! so nothing outside the directory is ever written through a link.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The files in `runs/` whose names an attacker knows in advance.
-const FIXED: [&str; 4] = [
+const FIXED: [&str; 5] = [
     super::LEDGER_FILE,
+    "ledger.journal",
     "ledger.lock",
     "worker.lock",
     "worker.log",

@@ -5,6 +5,8 @@
 //!   lock. A ledger that does not parse is never silently replaced: it is renamed aside, reported, and
 //!   rebuilt from the run records (`rebuild`). A ledger of a newer version is never touched.
 //! - `<run-id>.json`, `.log`, `.prompt.md` (`record`): one capture run each.
+//! - `ledger.journal` (`journal`): agent session ids appended while a worker drains, folded into the
+//!   ledger by the next save.
 //! - `worker.log`: the background worker's own output.
 //! - `ledger.lock` (the repo lock: every read-modify-write of the ledger, and picking a run) and
 //!   `worker.lock` (held by the repo's one background worker).
@@ -22,6 +24,7 @@ pub mod cursor;
 mod entry;
 mod file;
 pub mod guard;
+pub mod journal;
 pub mod maintain;
 pub mod rebuild;
 pub mod record;

@@ -40,6 +40,10 @@ pub struct RunRecord {
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_pid: Option<u32>,
+    /// The agent's process group and start time, written as soon as it starts: what a sweep needs to stop
+    /// an agent whose worker died (`capture::orphan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_process: Option<AgentProcess>,
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
@@ -64,6 +68,17 @@ pub struct RunRecord {
     /// foreign, never run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+}
+
+/// A running agent, identified beyond its pid: the pid may be reused once it is gone, the start time not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentProcess {
+    /// The agent's process group (it leads it: the same number as its pid).
+    pub pgid: u32,
+    /// Clock ticks after boot when it started (Linux: field 22 of `/proc/<pid>/stat`); None elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
 }
 
 impl RunRecord {

@@ -39,7 +39,7 @@ impl RepoState {
 
     /// Brings pending entries and their run records into agreement before any decision: a finished run
     /// moves or fails its entry's cursor (the worker may have died between the two writes); a `running`
-    /// run with no live worker failed (`worker-lost`). Only pending entries' records are read. The run
+    /// run with no live worker failed (`worker-lost`), once the agent it left is stopped. Only pending entries' records are read. The run
     /// records it changes are written when `write` (a dry run writes nothing). Queued runs that no entry
     /// waits for are left to the worker, which fails them as orphans.
     pub fn reconcile(&mut self, now: DateTime<Utc>, write: bool) {
@@ -69,6 +69,11 @@ impl RepoState {
                     }
                 };
                 if r.status == RunStatus::Running && !self.worker_alive {
+                    // Never two agents in one repo: the agent the dead worker left is stopped first
+                    // (a dry run stops nothing); one that cannot be stopped keeps the run pending.
+                    if write && !crate::capture::orphan::settle(&r) {
+                        break;
+                    }
                     r.fail(worker_lost(&r), &now_iso);
                     changed.push(r.clone());
                 }
@@ -153,6 +158,7 @@ mod tests {
             agent_session_id: None,
             pid: Some(4_000_000),
             agent_pid: None,
+            agent_process: None,
             created_at: "2026-11-30T00:00:00.000Z".into(),
             started_at: None,
             finished_at: None,

@@ -1,5 +1,6 @@
 //! Fault injection for crash-safety tests: debug builds abort at the point named by
-//! `ALMANAC_FAULT=<point>`; release builds compile this to nothing.
+//! `ALMANAC_FAULT=<point>`, or fail the writes at `enospc-<point>` with ENOSPC (a full disk) while the
+//! file `ALMANAC_FAULT_FILE` exists (always, when it is not set); release builds compile this to nothing.
 
 #[cfg(debug_assertions)]
 pub fn point(name: &str) {
@@ -12,3 +13,21 @@ pub fn point(name: &str) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn point(_name: &str) {}
+
+/// A write at `name` fails with ENOSPC when `ALMANAC_FAULT=enospc-<name>` (while `ALMANAC_FAULT_FILE`
+/// exists, when set).
+#[cfg(debug_assertions)]
+pub fn disk_full(name: &str) -> std::io::Result<()> {
+    let on = std::env::var("ALMANAC_FAULT").is_ok_and(|v| v.strip_prefix("enospc-") == Some(name))
+        && std::env::var_os("ALMANAC_FAULT_FILE").is_none_or(|f| std::path::Path::new(&f).exists());
+    if on {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    Ok(())
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn disk_full(_name: &str) -> std::io::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! `runs/ledger.journal`: what the worker adds to the ledger while it drains the queue, appended one line
+//! at a time instead of rewriting the whole ledger, so a run's bookkeeping costs the same whatever the
+//! ledger's size. Today it holds almanac's own agent session ids (`{"agentSession": "<id>"}`), which
+//! must be on disk before the agent starts; entries' cursors need no journal, they follow from the run
+//! records (`RepoState::reconcile`).
+//!
+//! Every `ledger::load` applies it, so a sweep sees an id the moment it is appended. Every save (under the
+//! repo lock, like every append) applies it again, writes the ledger, and only then empties it: a crash
+//! between the two leaves lines the next load applies again, which changes nothing (set insertions). A
+//! torn last line (a crash mid-append) does not parse and is skipped.
+
+use super::{runs_dir, Ledger};
+use std::io::{BufRead, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub const JOURNAL_FILE: &str = "ledger.journal";
+
+pub fn journal_path(repo: &Path) -> PathBuf {
+    runs_dir(repo).join(JOURNAL_FILE)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Line {
+    agent_session: String,
+}
+
+/// Appends `id` and syncs it to disk. The caller holds the repo lock.
+pub fn append_agent_session(repo: &Path, id: &str) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(&Line {
+        agent_session: id.to_string(),
+    })
+    .map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(journal_path(repo))?;
+    f.write_all(&line)?;
+    f.sync_data()
+}
+
+/// Applies the journal to `ledger`; returns whether it added anything. No journal: nothing to do.
+pub fn apply(repo: &Path, ledger: &mut Ledger) -> std::io::Result<bool> {
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(journal_path(repo))
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut added = false;
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        if let Ok(l) = serde_json::from_slice::<Line>(&line?) {
+            added |= ledger.agent_sessions.insert(l.agent_session);
+        }
+    }
+    Ok(added)
+}
+
+/// The ledger now on disk holds everything the journal held: empty it. The caller holds the repo lock.
+pub fn compacted(repo: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(journal_path(repo)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_ids_are_loaded_saved_into_the_ledger_and_then_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        std::fs::create_dir_all(runs_dir(repo)).unwrap();
+        crate::ledger::add_agent_session(repo, "a1").unwrap();
+        crate::ledger::add_agent_session(repo, "a2").unwrap();
+        // A torn last line is skipped.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(journal_path(repo))
+            .unwrap()
+            .write_all(b"{\"agentSess")
+            .unwrap();
+        let now = chrono::Utc::now();
+        let mut l = crate::ledger::load(repo, now, true).unwrap().ledger;
+        assert!(l.agent_sessions.contains("a1") && l.agent_sessions.contains("a2"));
+        assert!(
+            !crate::ledger::ledger_path(repo).exists(),
+            "no ledger write"
+        );
+        crate::ledger::save(repo, &mut l, now).unwrap();
+        assert!(!journal_path(repo).exists());
+        let l = crate::ledger::load(repo, now, true).unwrap().ledger;
+        assert_eq!(l.agent_sessions.len(), 2);
+    }
+}

@@ -1,6 +1,7 @@
 //! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
 //! and checks what a user would check.
 
+mod agents_real;
 mod automation;
 mod budget;
 mod common;
@@ -9,6 +10,7 @@ mod fuzz_regressions;
 mod hostile;
 mod live;
 mod locks;
+mod mock_model;
 mod perf;
 mod polish;
 mod real_clients;

@@ -1,0 +1,216 @@
+//! The real Claude Code and Codex CLIs complete turns against the mock model server (no network), and
+//! the shipped agent profiles keep them inside `.almanac/`. Skipped with a message when the CLIs are
+//! absent, unless ALMANAC_REQUIRE_REAL_CLIENTS=1 (as `.ci/run` sets).
+
+use crate::common::*;
+use crate::mock_model::{MockModel, Turn};
+use crate::real_clients::client_or_skip;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PAGE: &str = "# X\n\nWritten by the mock model.\n";
+pub const ORIGINAL_MAIN: &str = "fn main() {}\n";
+
+/// A scratch repo with `.almanac/pages/` and `src/main.rs`.
+pub fn scratch_repo(w: &World) -> PathBuf {
+    let repo = w.repo("scratch");
+    std::fs::create_dir_all(repo.join(".almanac/pages")).unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/main.rs"), ORIGINAL_MAIN).unwrap();
+    repo
+}
+
+/// Environment for a real CLI pointed at `mock`, with HOME (and CODEX_HOME) in the world.
+pub fn client_env(w: &World, mock: &MockModel) -> Vec<(String, String)> {
+    let codex_home = w.home().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-4.1\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            mock.url()
+        ),
+    )
+    .unwrap();
+    [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", w.home().display().to_string()),
+        ("CODEX_HOME", codex_home.display().to_string()),
+        ("ANTHROPIC_BASE_URL", mock.url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-dummy-for-tests".into()),
+        ("OPENAI_API_KEY", "sk-dummy-for-tests".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Runs `program args` in `cwd` with the mock's environment; killed after 60 s.
+pub fn run_client(
+    w: &World,
+    mock: &MockModel,
+    program: &Path,
+    args: &[&str],
+    cwd: &Path,
+) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(client_env(w, mock))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("start the client");
+    let pid = child.id() as i32;
+    let start = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    std::thread::spawn(move || {
+        while start.elapsed() < Duration::from_secs(60) {
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    out
+}
+
+pub fn describe(out: &Output, mock: &MockModel) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}\nrequests: {:?}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        mock.requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>()
+    )
+}
+
+pub fn claude_write(path: &str, content: &str) -> Turn {
+    Turn::Tool {
+        name: "Write".into(),
+        input: json!({"file_path": path, "content": content}),
+    }
+}
+
+/// Codex 0.171's shell tool (`exec_command`, a `cmd` string) writing `content` to `rel`, relative to
+/// its working directory.
+pub fn codex_write(rel: &str, content: &str) -> Turn {
+    Turn::Tool {
+        name: "exec_command".into(),
+        input: json!({"cmd": format!("mkdir -p \"$(dirname {rel})\" && printf '%s' '{content}' > {rel}")}),
+    }
+}
+
+#[test]
+fn real_claude_completes_a_turn_against_the_mock() {
+    let Some(claude) = client_or_skip("claude") else {
+        return;
+    };
+    let w = World::new();
+    let repo = scratch_repo(&w);
+    let page = repo.join(".almanac/pages/x.md");
+    let mock = MockModel::start(vec![
+        claude_write(&page.display().to_string(), PAGE),
+        Turn::Text("Wrote the page.".into()),
+    ]);
+    let start = Instant::now();
+    let out = run_client(
+        &w,
+        &mock,
+        &claude,
+        &[
+            "-p",
+            "Write the page",
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "acceptEdits",
+        ],
+        &repo,
+    );
+    assert!(out.status.success(), "{}", describe(&out, &mock));
+    assert_eq!(
+        std::fs::read_to_string(&page).ok().as_deref(),
+        Some(PAGE),
+        "{}",
+        describe(&out, &mock)
+    );
+    assert_eq!(mock.remaining(), 0, "{}", describe(&out, &mock));
+    let prompts = mock.requests();
+    assert!(
+        prompts
+            .iter()
+            .any(|r| r.body.to_string().contains("Write the page")),
+        "the mock saw the prompt"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn real_codex_completes_a_turn_against_the_mock() {
+    let Some(codex) = client_or_skip("codex") else {
+        return;
+    };
+    let w = World::new();
+    let repo = scratch_repo(&w);
+    let mock = MockModel::start(vec![
+        codex_write(".almanac/pages/x.md", PAGE),
+        Turn::Text("Wrote the page.".into()),
+    ]);
+    let start = Instant::now();
+    let out = run_client(
+        &w,
+        &mock,
+        &codex,
+        &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "Write the page",
+        ],
+        &repo,
+    );
+    assert!(out.status.success(), "{}", describe(&out, &mock));
+    let tools: Vec<_> = mock
+        .requests()
+        .iter()
+        .flat_map(|r| r.body["tools"].as_array().cloned().unwrap_or_default())
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".almanac/pages/x.md"))
+            .ok()
+            .as_deref(),
+        Some(PAGE),
+        "tools offered: {tools:?}\n{}",
+        describe(&out, &mock)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("thread.started"));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -214,3 +214,155 @@ fn real_codex_completes_a_turn_against_the_mock() {
         start.elapsed()
     );
 }
+
+/// The argv of a shipped profile (`agents/<name>.yaml`), placeholders filled.
+pub fn shipped_argv(name: &str, vars: &[(&str, &str)]) -> Vec<String> {
+    let path = format!("{}/agents/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+    let v: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let mut a = a.as_str().unwrap().to_string();
+            for (k, val) in vars {
+                a = a.replace(&format!("{{{k}}}"), val);
+            }
+            a
+        })
+        .collect()
+}
+
+/// The tool results the client sent back to the mock, as text.
+fn tool_results(mock: &MockModel) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .filter_map(|r| {
+            let msgs = r.body["messages"]
+                .as_array()
+                .or(r.body["input"].as_array())?;
+            Some(msgs.last()?.to_string())
+        })
+        .filter(|m| m.contains("tool_result") || m.contains("function_call_output"))
+        .collect()
+}
+
+#[test]
+fn shipped_claude_profile_refuses_writes_outside_the_wiki() {
+    let Some(claude) = client_or_skip("claude") else {
+        return;
+    };
+    let w = World::new();
+    let repo = scratch_repo(&w);
+    // A user whose own settings say acceptEdits: the profile must not inherit it.
+    std::fs::create_dir_all(w.home().join(".claude")).unwrap();
+    std::fs::write(
+        w.home().join(".claude/settings.json"),
+        r#"{"permissions":{"defaultMode":"acceptEdits"}}"#,
+    )
+    .unwrap();
+    let main = repo.join("src/main.rs").display().to_string();
+    let page = repo.join(".almanac/pages/x.md");
+    let mock = MockModel::start(vec![
+        claude_write(&main, "evil\n"),
+        Turn::Tool {
+            name: "Edit".into(),
+            input: json!({"file_path": main, "old_string": "fn", "new_string": "evil"}),
+        },
+        Turn::Tool {
+            name: "Bash".into(),
+            input: json!({"command": format!("echo evil > {main}")}),
+        },
+        claude_write(&page.display().to_string(), PAGE),
+        Turn::Text("Done.".into()),
+    ]);
+    let argv = shipped_argv(
+        "claude",
+        &[
+            ("prompt", "Update the wiki"),
+            ("session_id", "0b6f3c2e-58a1-4e0f-9d7c-2a4b6c8d0e10"),
+        ],
+    );
+    assert!(!argv.iter().any(|a| a == "acceptEdits"), "{argv:?}");
+    let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+    let out = run_client(&w, &mock, &claude, &args, &repo);
+    let why = describe(&out, &mock);
+    assert!(out.status.success(), "{why}");
+    assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/main.rs")).unwrap(),
+        ORIGINAL_MAIN,
+        "{why}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&page).ok().as_deref(),
+        Some(PAGE),
+        "{why}"
+    );
+    // The refusals reach the model as errors, and the result lists them.
+    let results = tool_results(&mock);
+    assert_eq!(results.len(), 4, "{results:?}");
+    for r in &results[..3] {
+        assert!(r.contains("\"is_error\":true"), "refused: {r}");
+    }
+    assert!(
+        !results[3].contains("\"is_error\":true"),
+        "allowed: {}",
+        results[3]
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
+    let denied = result["permission_denials"].to_string();
+    assert!(denied.contains("src/main.rs"), "{result}");
+}
+
+#[test]
+fn shipped_codex_profile_refuses_writes_outside_the_wiki() {
+    let Some(codex) = client_or_skip("codex") else {
+        return;
+    };
+    let w = World::new();
+    let repo = scratch_repo(&w);
+    let main = repo.join("src/main.rs").display().to_string();
+    let mock = MockModel::start(vec![
+        Turn::Tool {
+            name: "exec_command".into(),
+            input: json!({"cmd": format!("echo evil > {main}")}),
+        },
+        Turn::Tool {
+            name: "exec_command".into(),
+            input: json!({"cmd": format!("echo evil > {main}"), "sandbox_permissions": "require_escalated", "justification": "fix it"}),
+        },
+        Turn::Tool {
+            name: "exec_command".into(),
+            input: json!({"cmd": format!("echo evil > {}", w.root().join("outside.txt").display())}),
+        },
+        // Its working directory is the wiki.
+        codex_write("pages/x.md", PAGE),
+        Turn::Text("Done.".into()),
+    ]);
+    let repo_s = repo.display().to_string();
+    let argv = shipped_argv("codex", &[("prompt", "Update the wiki"), ("repo", &repo_s)]);
+    let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+    let out = run_client(&w, &mock, &codex, &args, &repo);
+    let why = describe(&out, &mock);
+    assert!(out.status.success(), "{why}");
+    assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/main.rs")).unwrap(),
+        ORIGINAL_MAIN,
+        "{why}"
+    );
+    assert!(!w.root().join("outside.txt").exists(), "{why}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".almanac/pages/x.md"))
+            .ok()
+            .as_deref(),
+        Some(PAGE),
+        "{why}"
+    );
+    let results = tool_results(&mock);
+    assert!(results[0].contains("Read-only file system"), "{results:?}");
+    assert!(results[1].contains("reject"), "{results:?}");
+    assert!(results[2].contains("Read-only file system"), "{results:?}");
+}

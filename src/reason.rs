@@ -34,6 +34,8 @@ pub enum Reason {
     LedgerUnwritable,
     /// Another process held the repo's ledger lock too long; the next sweep tries again.
     LedgerBusy,
+    /// A capture run changed files outside `.almanac/`.
+    AgentWroteOutsideWiki,
     // A run that ended without the agent finishing it.
     /// The worker ended before the run finished.
     WorkerLost,
@@ -65,13 +67,14 @@ impl Reason {
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
             Reason::LedgerBusy => "ledger-busy",
+            Reason::AgentWroteOutsideWiki => "agent-wrote-outside-wiki",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -93,6 +96,7 @@ impl Reason {
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,
         Reason::LedgerBusy,
+        Reason::AgentWroteOutsideWiki,
         Reason::WorkerLost,
         Reason::Orphaned,
     ];

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod breaker;
 pub mod prompt;
+pub mod verify;
 pub mod worker;
 
 use crate::ledger::record::{self as run, RunRecord, RunStatus};
@@ -71,6 +72,8 @@ pub fn queue(
         sweep_id: spec.sweep_id.map(str::to_string),
         chunk: spec.chunk,
         part_lines: spec.part_lines,
+        wrote_outside_wiki: None,
+        also_changed_during_run: None,
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
     let text = prompt::render(&template, &record, spec.summary);

@@ -64,7 +64,7 @@ impl RepoState {
                 }
                 match r.status {
                     RunStatus::Done => {
-                        entry.complete(&run_id, r.finished_at.as_deref().unwrap_or(&now_iso))
+                        entry.complete_run(&r, r.finished_at.as_deref().unwrap_or(&now_iso))
                     }
                     RunStatus::Failed => {
                         cancelled.extend(
@@ -146,6 +146,8 @@ mod tests {
             sweep_id: None,
             chunk: None,
             part_lines: None,
+            wrote_outside_wiki: None,
+            also_changed_during_run: None,
         }
     }
 

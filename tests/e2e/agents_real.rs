@@ -366,3 +366,86 @@ fn shipped_codex_profile_refuses_writes_outside_the_wiki() {
     assert!(results[1].contains("reject"), "{results:?}");
     assert!(results[2].contains("Read-only file system"), "{results:?}");
 }
+
+#[test]
+fn real_claude_capture_run_writes_only_the_wiki() {
+    let Some(claude) = client_or_skip("claude") else {
+        return;
+    };
+    let l = crate::live::live_world(1);
+    // The default agent: the shipped `claude` profile.
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        "[capture]\ntimeout = \"1m\"\nmax_attempts = 1\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(l.repo.join("src")).unwrap();
+    std::fs::write(l.repo.join("src/main.rs"), ORIGINAL_MAIN).unwrap();
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let main = l.repo.join("src/main.rs").display().to_string();
+    let page = l.repo.join(".almanac/pages/x.md");
+    let mock = MockModel::start(vec![
+        Turn::Tool {
+            name: "Read".into(),
+            input: json!({"file_path": l.transcript.display().to_string()}),
+        },
+        claude_write(&main, "evil\n"),
+        claude_write(&page.display().to_string(), PAGE),
+        Turn::Text("Updated the wiki.".into()),
+    ]);
+    let path = format!(
+        "{}:{}",
+        claude.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = l.w.almanac();
+    for (k, v) in client_env(&l.w, &mock) {
+        cmd.env(k, v);
+    }
+    cmd.env("PATH", &path).args([
+        "capture", "sweep", "--json", "--quiet", "0m", "--apps", "claude",
+    ]);
+    let s = json_ok(&mut cmd)["summary"].clone();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    l.wait_idle();
+    let run = &l.runs()[0];
+    let log = std::fs::read_to_string(run["logPath"].as_str().unwrap()).unwrap_or_default();
+    assert_eq!(run["status"], "done", "{run}\n{log}");
+    assert_eq!(
+        std::fs::read_to_string(&page).ok().as_deref(),
+        Some(PAGE),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&main).unwrap(),
+        ORIGINAL_MAIN,
+        "{log}"
+    );
+    assert!(run.get("wroteOutsideWiki").is_none(), "{run}");
+    // The refusal is in the run's log (the JSON result's permission_denials).
+    assert!(
+        log.contains("permission_denials") && log.contains("src/main.rs"),
+        "{log}"
+    );
+    // The agent got the capture prompt and could read the transcript outside the repo.
+    let reqs = mock.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.body.to_string().contains("almanac-capture-run: ")),
+        "the mock saw the capture prompt"
+    );
+    let results = tool_results(&mock);
+    assert!(
+        results[0].contains("message 2") && !results[0].contains("\"is_error\":true"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("\"is_error\":true"), "{results:?}");
+    assert!(attention_free(&l));
+}
+
+fn attention_free(l: &crate::live::Live) -> bool {
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    items(&s, "needsAttention")
+        .iter()
+        .all(|i| i["reason"] != "agent-wrote-outside-wiki")
+}

@@ -17,3 +17,4 @@ mod real_clients;
 mod rules_cli;
 mod sweep;
 mod turns;
+mod wiki_only;

@@ -42,6 +42,8 @@ pub enum Reason {
     /// `.almanac` or `.almanac/runs` is a symbolic link or not the user's, or a fixed-name file in it is
     /// a link: nothing is read, written or run there.
     RunsDirUnsafe,
+    /// A capture run changed files outside `.almanac/`.
+    AgentWroteOutsideWiki,
     // A run that ended without the agent finishing it.
     /// The worker ended before the run finished.
     WorkerLost,
@@ -78,6 +80,7 @@ impl Reason {
             Reason::LedgerUnwritable => "ledger-unwritable",
             Reason::LedgerBusy => "ledger-busy",
             Reason::RunsDirUnsafe => "runs-dir-unsafe",
+            Reason::AgentWroteOutsideWiki => "agent-wrote-outside-wiki",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
             Reason::ForeignRun => "foreign-run",
@@ -85,7 +88,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 28] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -110,6 +113,7 @@ impl Reason {
         Reason::LedgerUnwritable,
         Reason::LedgerBusy,
         Reason::RunsDirUnsafe,
+        Reason::AgentWroteOutsideWiki,
         Reason::WorkerLost,
         Reason::Orphaned,
         Reason::ForeignRun,

@@ -7,6 +7,7 @@ mod held;
 pub mod orphan;
 pub mod prompt;
 mod trust;
+pub mod verify;
 pub mod worker;
 
 use crate::ledger::record::{self as run, RunRecord, RunStatus};
@@ -76,6 +77,8 @@ pub fn queue(
         chunk: spec.chunk,
         part_lines: spec.part_lines,
         mac: None,
+        wrote_outside_wiki: None,
+        also_changed_during_run: None,
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
     let text = prompt::render(&template, &record, spec.summary);

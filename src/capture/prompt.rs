@@ -30,6 +30,11 @@ pub fn render(
 ) -> String {
     let mut p = template.trim_end().to_string();
     p.push_str("\n\n");
+    // The agent may run elsewhere than the repo root (codex's workspace is the wiki itself).
+    p.push_str(&format!(
+        "The repository is {}; its wiki is {}/.almanac/.\n",
+        run.repo_root, run.repo_root
+    ));
     p.push_str(&format!(
         "This transcript is from app {}, session {}:\n  {}\n\n",
         run.app, run.session_id, run.transcript_path

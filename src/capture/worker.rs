@@ -191,11 +191,13 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                 // The agent reads this copy; `record` itself takes the session id as it is learned.
                 let queued = record.clone();
                 let timeout = config.capture.timeout;
+                let before = super::verify::Snapshot::take(repo);
                 let out = agent::invoke(def, &queued, repo, &log, timeout, |learned| {
                     learn(repo, &runs, &mut record, held, learned)
                 });
                 record.agent_pid = out.agent_pid;
                 record.exit_code = out.exit_code;
+                before.check(repo, &mut record);
                 match out.error {
                     None => Ok(()),
                     Some(e) => Err(e),
@@ -220,7 +222,7 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
     crate::util::fault::point("before-cursor-commit");
     let cancelled = update_entry(repo, held, &record, |entry| match &outcome {
         Ok(()) => {
-            entry.complete(&record.run_id, &crate::policy::iso(now));
+            entry.complete_run(&record, &crate::policy::iso(now));
             Vec::new()
         }
         Err(e) => entry.fail(&record.run_id, e),

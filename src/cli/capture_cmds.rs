@@ -162,6 +162,20 @@ fn render_entry(e: &ledger::LedgerEntry, out: &mut Out) {
             .unwrap_or_default()
     ));
     out.line(&format!("    {}", e.path));
+    if let Some(o) = &e.wrote_outside_wiki {
+        out.line(&format!(
+            "    {}: run {} changed {} outside .almanac/ (not reverted)",
+            crate::reason::Reason::AgentWroteOutsideWiki,
+            o.run_id,
+            o.paths.join(", ")
+        ));
+        if !o.also_changed_during_run.is_empty() {
+            out.line(&format!(
+                "    also changed during the run, already modified before it (not blamed): {}",
+                o.also_changed_during_run.join(", ")
+            ));
+        }
+    }
 }
 
 pub fn reset(

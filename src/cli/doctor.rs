@@ -326,6 +326,10 @@ fn attention_checks(summary: &Summary) -> Vec<Check> {
             "prefix-mismatch" | "retry-budget-exhausted" => {
                 Some(format!("almanac capture reset {}", item.transcript_path))
             }
+            "agent-wrote-outside-wiki" => Some(format!(
+                "check those files, then: almanac capture reset --skip-existing {}",
+                item.transcript_path
+            )),
             "ledger-corrupt" => Some(format!(
                 "inspect {} (a ledger rebuilt from the run records took its place)",
                 item.transcript_path

@@ -15,6 +15,16 @@ pub enum EntryStatus {
     NeedsAttention,
 }
 
+/// A capture run that changed files outside the wiki (see `capture::verify`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OutsideWiki {
+    pub run_id: String,
+    pub paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_changed_during_run: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerEntry {
@@ -53,6 +63,10 @@ pub struct LedgerEntry {
     /// The cursor came from the `capture_since` baseline, not from a capture run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
+    /// The last run that changed files outside `.almanac/` (`agent-wrote-outside-wiki` until
+    /// `capture reset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrote_outside_wiki: Option<OutsideWiki>,
     /// The file's size when its uncaptured part was found to hold no user turn: while the same file has
     /// this size, the sweep skips it (`no-new-turns`) without reading it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +112,7 @@ impl LedgerEntry {
             file_id: None,
             baseline: false,
             no_turns_through: None,
+            wrote_outside_wiki: None,
             pending_rest: Vec::new(),
             extra: Default::default(),
         }
@@ -176,6 +191,7 @@ impl LedgerEntry {
         self.attempts = 0;
         self.last_error = None;
         self.attention = None;
+        self.wrote_outside_wiki = None;
         self.path = file.0;
         self.file_id = Some(file.1);
     }
@@ -194,6 +210,19 @@ impl LedgerEntry {
     }
 
     /// The pending run succeeded: move the cursor to its end, and make the next chunk (if any) pending.
+    /// `record`'s run succeeded: `complete`, and remember whether it changed files outside the wiki (kept
+    /// until `capture reset`, whatever later runs do).
+    pub fn complete_run(&mut self, record: &super::record::RunRecord, now: &str) {
+        self.complete(&record.run_id, now);
+        if let Some(paths) = record.wrote_outside_wiki.clone().filter(|p| !p.is_empty()) {
+            self.wrote_outside_wiki = Some(OutsideWiki {
+                run_id: record.run_id.clone(),
+                paths,
+                also_changed_during_run: record.also_changed_during_run.clone().unwrap_or_default(),
+            });
+        }
+    }
+
     pub fn complete(&mut self, run_id: &str, now: &str) {
         let rest = std::mem::take(&mut self.pending_rest);
         if let (Some(size), Some(line), Some(hash)) = (

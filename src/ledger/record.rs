@@ -64,6 +64,14 @@ pub struct RunRecord {
     /// The whole new part's lines when this run is one chunk of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part_lines: Option<(u64, u64)>,
+    /// Files outside `.almanac/` (relative to the repo) the agent changed during the run, as the check
+    /// after the run found them (`capture::verify`); never reverted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrote_outside_wiki: Option<Vec<String>>,
+    /// Files outside `.almanac/` that were already modified before the run and changed during it: most
+    /// likely the user's work, so not blamed on the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub also_changed_during_run: Option<Vec<String>>,
     /// HMAC-SHA256 of the rest under this user's run key (`seal`): a record without a valid one is
     /// foreign, never run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

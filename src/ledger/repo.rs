@@ -79,7 +79,7 @@ impl RepoState {
                 }
                 match r.status {
                     RunStatus::Done => {
-                        entry.complete(&run_id, r.finished_at.as_deref().unwrap_or(&now_iso))
+                        entry.complete_run(&r, r.finished_at.as_deref().unwrap_or(&now_iso))
                     }
                     RunStatus::Failed => {
                         cancelled.extend(
@@ -170,6 +170,8 @@ mod tests {
             chunk: None,
             part_lines: None,
             mac: None,
+            wrote_outside_wiki: None,
+            also_changed_during_run: None,
         }
     }
 

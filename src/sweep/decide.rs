@@ -285,10 +285,46 @@ struct RepoPass {
     has_pending: bool,
     agent_sessions: BTreeSet<String>,
     decided: Vec<(usize, Decided)>,
+    /// Transcripts whose last capture run changed files outside `.almanac/`.
+    outside_wiki: Vec<SkippedItem>,
+}
+
+/// An item for each entry whose last capture run changed files outside `.almanac/`; listed by every
+/// sweep until `capture reset`.
+fn outside_wiki(repo: &Path, ledger: &ledger::Ledger) -> Vec<SkippedItem> {
+    ledger
+        .entries
+        .values()
+        .filter_map(|e| {
+            let o = e.wrote_outside_wiki.as_ref()?;
+            let mut detail = format!(
+                "capture run {} changed {} outside .almanac/ (not reverted; see its log); `almanac capture reset --skip-existing` once checked",
+                o.run_id,
+                o.paths.join(", ")
+            );
+            if !o.also_changed_during_run.is_empty() {
+                detail.push_str(&format!(
+                    "; also changed during the run, already modified before it (not blamed): {}",
+                    o.also_changed_during_run.join(", ")
+                ));
+            }
+            Some(SkippedItem {
+                app: e.app.clone(),
+                session_id: Some(e.session_id.clone()),
+                transcript_path: e.path.clone(),
+                repo_root: Some(repo.display().to_string()),
+                reason: Reason::AgentWroteOutsideWiki,
+                detail: Some(detail),
+            })
+        })
+        .collect()
 }
 
 fn report_store_problems(pass: &RepoPass, live: bool, summary: &mut Summary) {
     let repo = &pass.repo;
+    for item in &pass.outside_wiki {
+        summary.attention(item.clone());
+    }
     if let Some(c) = &pass.corrupt {
         let detail = format!(
             "{} did not parse ({}); {} it aside and rebuilt {} cursors and {} of almanac's own sessions \
@@ -341,6 +377,7 @@ fn repo_pass(
         has_pending: false,
         agent_sessions: Default::default(),
         decided: Vec::new(),
+        outside_wiki: Vec::new(),
     };
     let mut state = match load_reconciled(repo, settings.now, live, &mut pass) {
         Ok(s) => s,
@@ -357,6 +394,7 @@ fn repo_pass(
     }
     pass.worker_alive = state.worker_alive;
     pass.has_pending = state.has_pending();
+    pass.outside_wiki = outside_wiki(repo, &state.ledger);
     let entries = &state.ledger.entries;
     let keys: Vec<Option<String>> = idxs
         .iter()

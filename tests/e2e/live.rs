@@ -783,7 +783,10 @@ fn the_default_claude_agent_gets_the_documented_argv() {
         "{args}"
     );
     assert!(
-        args.ends_with("ARG:--permission-mode\nARG:acceptEdits\n"),
+        args.ends_with(
+            "ARG:--permission-mode\nARG:dontAsk\nARG:--tools\nARG:Read,Glob,Grep,Write,Edit\n\
+             ARG:--allowedTools\nARG:Read,Glob,Grep,Write(./.almanac/**),Edit(./.almanac/**)\n"
+        ),
         "{args}"
     );
     assert_eq!(run["status"], "done");

@@ -1,6 +1,7 @@
 //! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
 //! and checks what a user would check.
 
+mod agents_real;
 mod automation;
 mod budget;
 mod common;
@@ -11,10 +12,12 @@ mod hostile_repo;
 mod ledger_format;
 mod live;
 mod locks;
+mod mock_model;
 mod perf;
 mod polish;
 mod real_clients;
 mod rules_cli;
 mod sweep;
 mod turns;
+mod wiki_only;
 mod worker_process;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-fn find_client(name: &str) -> Option<PathBuf> {
+pub fn find_client(name: &str) -> Option<PathBuf> {
     if let Ok(dir) = std::env::var("ALMANAC_CLIENTS_BIN") {
         let p = Path::new(&dir).join(name);
         if p.is_file() {
@@ -22,11 +22,11 @@ fn find_client(name: &str) -> Option<PathBuf> {
     })
 }
 
-fn require() -> bool {
+pub fn require() -> bool {
     std::env::var("ALMANAC_REQUIRE_REAL_CLIENTS").is_ok_and(|v| v == "1")
 }
 
-fn client_or_skip(name: &str) -> Option<PathBuf> {
+pub fn client_or_skip(name: &str) -> Option<PathBuf> {
     match find_client(name) {
         Some(p) => Some(p),
         None if require() => panic!("ALMANAC_REQUIRE_REAL_CLIENTS=1 but `{name}` is not installed (set ALMANAC_CLIENTS_BIN or PATH)"),

@@ -1,0 +1,308 @@
+//! A mock model server for the real agent CLIs: std only, one thread per connection on a free loopback
+//! port, answering `Connection: close` HTTP/1.1. It speaks just enough of two streaming protocols for
+//! Claude Code 2.1.332 and Codex 0.171.0 to complete a turn offline in seconds:
+//! - Anthropic Messages: `POST /v1/messages` (server-sent events `message_start`,
+//!   `content_block_start/delta/stop`, `message_delta`, `message_stop`; a JSON body when `stream` is
+//!   false) and `POST /v1/messages/count_tokens`.
+//! - OpenAI Responses: `POST /v1/responses` (`response.created`, `response.output_item.added/done`,
+//!   `response.output_text.delta`, `response.completed`; a tool call is a `function_call` item).
+//!
+//! Replies are scripted: a queue of turns per server. Only requests that offer tools (the agent's main
+//! loop) take a turn from the queue; side requests (titles, quota checks) and requests after the queue
+//! ran dry get a short text. Every request is logged for the test to read.
+
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+/// One scripted model turn.
+#[derive(Clone, Debug)]
+pub enum Turn {
+    /// The model answers with text and ends its turn.
+    Text(String),
+    /// The model calls a tool with these arguments (the client runs it and calls again).
+    Tool { name: String, input: Value },
+    /// The server answers with this HTTP status and an API error body (for failing-agent tests).
+    #[allow(dead_code)]
+    Error(u16),
+}
+
+/// One request the server received.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+}
+
+impl Request {
+    /// Whether the client offered tools: a request of the agent's main loop.
+    pub fn has_tools(&self) -> bool {
+        self.body["tools"].as_array().is_some_and(|t| !t.is_empty())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    turns: VecDeque<Turn>,
+    log: Vec<Request>,
+    counter: u64,
+}
+
+pub struct MockModel {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+}
+
+impl MockModel {
+    /// Starts a server on 127.0.0.1 with these turns queued; it lives as long as the test process.
+    pub fn start(turns: Vec<Turn>) -> MockModel {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(State {
+            turns: turns.into(),
+            ..State::default()
+        }));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let st = shared.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &st);
+                });
+            }
+        });
+        MockModel { port, state }
+    }
+
+    /// `http://127.0.0.1:<port>` (Claude's ANTHROPIC_BASE_URL; Codex's base_url adds `/v1`).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    /// The turns not yet taken.
+    pub fn remaining(&self) -> usize {
+        self.state.lock().unwrap().turns.len()
+    }
+}
+
+fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut length = 0usize;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+        let (name, value) = h.split_once(':').unwrap_or((&h, ""));
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        if name == "content-length" {
+            length = value.parse().unwrap_or(0);
+        } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+            chunked = true;
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        let mut b = vec![0; length];
+        reader.read_exact(&mut b)?;
+        b
+    };
+    let req = Request {
+        method,
+        path,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let (turn, n) = {
+        let mut st = state.lock().unwrap();
+        st.log.push(req.clone());
+        st.counter += 1;
+        let takes = req.method == "POST" && req.has_tools() && !req.path.contains("count_tokens");
+        let turn = if takes { st.turns.pop_front() } else { None };
+        (turn.unwrap_or(Turn::Text("ok".into())), st.counter)
+    };
+    let mut out = stream;
+    let p = req.path.split('?').next().unwrap_or("");
+    if req.method != "POST" {
+        return respond(&mut out, 404, "application/json", b"{}");
+    }
+    if let Turn::Error(code) = turn {
+        let body =
+            json!({"type": "error", "error": {"type": "api_error", "message": "mock failure"}});
+        return respond(
+            &mut out,
+            code,
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+    }
+    if p.ends_with("/count_tokens") {
+        return respond(&mut out, 200, "application/json", br#"{"input_tokens":10}"#);
+    }
+    if p.ends_with("/v1/messages") {
+        if req.body["stream"] == true {
+            return sse(&mut out, &anthropic_events(&turn, n, &req.body["model"]));
+        }
+        let msg = anthropic_message(&turn, n, &req.body["model"]);
+        return respond(
+            &mut out,
+            200,
+            "application/json",
+            msg.to_string().as_bytes(),
+        );
+    }
+    if p.ends_with("/v1/responses") {
+        return sse(&mut out, &responses_events(&turn, n));
+    }
+    respond(&mut out, 404, "application/json", b"{}")
+}
+
+fn read_chunked(r: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let mut size = String::new();
+        r.read_line(&mut size)?;
+        let n =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let mut chunk = vec![0; n + 2];
+        r.read_exact(&mut chunk)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn respond(out: &mut TcpStream, code: u16, ctype: &str, body: &[u8]) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 {code} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        if code == 200 { "OK" } else { "Error" },
+        body.len()
+    )?;
+    out.write_all(body)?;
+    out.flush()
+}
+
+/// Server-sent events, then the connection closes (the body ends with it).
+fn sse(out: &mut TcpStream, events: &[Value]) -> std::io::Result<()> {
+    let mut text = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+    );
+    for e in events {
+        text.push_str(&format!(
+            "event: {}\ndata: {e}\n\n",
+            e["type"].as_str().unwrap_or("")
+        ));
+    }
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+fn model_name(model: &Value) -> Value {
+    model.as_str().map_or(json!("claude-mock"), |m| json!(m))
+}
+
+/// The content block and stop reason of a turn, Anthropic style.
+fn anthropic_block(turn: &Turn, n: u64) -> (Value, &'static str) {
+    match turn {
+        Turn::Tool { name, input } => (
+            json!({"type": "tool_use", "id": format!("toolu_mock{n}"), "name": name, "input": input}),
+            "tool_use",
+        ),
+        Turn::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
+        Turn::Error(_) => (json!({"type": "text", "text": ""}), "end_turn"),
+    }
+}
+
+fn anthropic_message(turn: &Turn, n: u64, model: &Value) -> Value {
+    let (block, stop) = anthropic_block(turn, n);
+    json!({"id": format!("msg_mock{n}"), "type": "message", "role": "assistant", "model": model_name(model),
+        "content": [block], "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 5}})
+}
+
+fn anthropic_events(turn: &Turn, n: u64, model: &Value) -> Vec<Value> {
+    let (block, stop) = anthropic_block(turn, n);
+    let (start, delta) = match turn {
+        Turn::Tool { input, .. } => {
+            let mut b = block.clone();
+            b["input"] = json!({});
+            (
+                b,
+                json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            )
+        }
+        _ => (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": block["text"]}),
+        ),
+    };
+    vec![
+        json!({"type": "message_start", "message": {"id": format!("msg_mock{n}"), "type": "message",
+            "role": "assistant", "model": model_name(model), "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": start}),
+        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+            "usage": {"output_tokens": 5}}),
+        json!({"type": "message_stop"}),
+    ]
+}
+
+fn responses_events(turn: &Turn, n: u64) -> Vec<Value> {
+    let id = format!("resp_mock{n}");
+    let item = match turn {
+        Turn::Tool { name, input } => json!({"type": "function_call", "id": format!("fc_mock{n}"),
+            "call_id": format!("call_mock{n}"), "name": name, "arguments": input.to_string(),
+            "status": "completed"}),
+        Turn::Text(t) => {
+            json!({"type": "message", "id": format!("msg_mock{n}"), "status": "completed",
+            "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]})
+        }
+        Turn::Error(_) => json!({}),
+    };
+    let mut added = item.clone();
+    added["status"] = json!("in_progress");
+    let mut events = vec![
+        json!({"type": "response.created", "sequence_number": 0, "response": {"id": id,
+            "object": "response", "status": "in_progress", "model": "gpt-4.1", "output": []}}),
+    ];
+    if let Turn::Text(t) = turn {
+        added["content"] = json!([]);
+        events
+            .push(json!({"type": "response.output_item.added", "output_index": 0, "item": added}));
+        events.push(
+            json!({"type": "response.output_text.delta", "item_id": item["id"],
+            "output_index": 0, "content_index": 0, "delta": t}),
+        );
+    } else {
+        events
+            .push(json!({"type": "response.output_item.added", "output_index": 0, "item": added}));
+    }
+    events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": item}));
+    events.push(
+        json!({"type": "response.completed", "response": {"id": id, "object": "response",
+        "status": "completed", "model": "gpt-4.1", "output": [item],
+        "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15}}}),
+    );
+    events
+}

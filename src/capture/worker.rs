@@ -225,7 +225,7 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
             entry.complete_run(&record, &crate::policy::iso(now));
             Vec::new()
         }
-        Err(e) => entry.fail(&record.run_id, e),
+        Err(e) => entry.fail_run(&record, e),
     });
     run::cancel_queued(
         &runs,

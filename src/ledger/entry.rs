@@ -209,11 +209,23 @@ impl LedgerEntry {
         self.pending_started_at = None;
     }
 
-    /// The pending run succeeded: move the cursor to its end, and make the next chunk (if any) pending.
     /// `record`'s run succeeded: `complete`, and remember whether it changed files outside the wiki (kept
     /// until `capture reset`, whatever later runs do).
     pub fn complete_run(&mut self, record: &super::record::RunRecord, now: &str) {
         self.complete(&record.run_id, now);
+        self.note_outside_wiki(record);
+    }
+
+    /// `record`'s run failed: `fail`, and remember whether it changed files outside the wiki before it
+    /// ended, as for a run that succeeded. Returns the later chunks' run ids, which must not run now.
+    pub fn fail_run(&mut self, record: &super::record::RunRecord, error: &str) -> Vec<String> {
+        let cancelled = self.fail(&record.run_id, error);
+        self.note_outside_wiki(record);
+        cancelled
+    }
+
+    /// Keeps `record`'s changes outside the wiki, if any (until `capture reset`, whatever later runs do).
+    fn note_outside_wiki(&mut self, record: &super::record::RunRecord) {
         if let Some(paths) = record.wrote_outside_wiki.clone().filter(|p| !p.is_empty()) {
             self.wrote_outside_wiki = Some(OutsideWiki {
                 run_id: record.run_id.clone(),
@@ -223,6 +235,7 @@ impl LedgerEntry {
         }
     }
 
+    /// The pending run succeeded: move the cursor to its end, and make the next chunk (if any) pending.
     pub fn complete(&mut self, run_id: &str, now: &str) {
         let rest = std::mem::take(&mut self.pending_rest);
         if let (Some(size), Some(line), Some(hash)) = (

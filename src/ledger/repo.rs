@@ -83,7 +83,7 @@ impl RepoState {
                     }
                     RunStatus::Failed => {
                         cancelled.extend(
-                            entry.fail(&run_id, r.error.as_deref().unwrap_or("the run failed")),
+                            entry.fail_run(&r, r.error.as_deref().unwrap_or("the run failed")),
                         );
                         break;
                     }
@@ -239,6 +239,22 @@ mod tests {
         assert_eq!(
             e.last_captured_at.as_deref(),
             Some("2026-11-30T01:00:00.000Z")
+        );
+    }
+
+    #[test]
+    fn a_failed_run_that_wrote_outside_the_wiki_leaves_its_paths_in_the_entry() {
+        let mut failed = run("run_1", RunStatus::Failed);
+        failed.error = Some("agent exited with code 1".into());
+        failed.wrote_outside_wiki = Some(vec!["src/main.rs".into()]);
+        let (_dir, mut state) = repo_waiting(&[failed, run("run_2", RunStatus::Queued)]);
+        state.reconcile(Utc::now(), true);
+        let e = entry(&state);
+        assert_eq!((e.status, e.attempts), (EntryStatus::Failed, 1));
+        let o = e.wrote_outside_wiki.as_ref().expect("kept in the entry");
+        assert_eq!(
+            (o.run_id.as_str(), o.paths.clone()),
+            ("run_1", vec!["src/main.rs".to_string()])
         );
     }
 

@@ -36,15 +36,20 @@ fn subcommands(w: &World, path: &[&str]) -> Vec<Vec<String>> {
     found
 }
 
-fn validate(schema: &str, v: &serde_json::Value) {
+/// Where `v` does not match `schemas/output/<schema>`.
+fn schema_errors(schema: &str, v: &serde_json::Value) -> Vec<String> {
     let path = format!("{}/schemas/output/{schema}", env!("CARGO_MANIFEST_DIR"));
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let validator = jsonschema::draft202012::new(&s).unwrap();
-    let errors: Vec<String> = validator
+    validator
         .iter_errors(v)
         .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
+        .collect()
+}
+
+pub fn validate(schema: &str, v: &serde_json::Value) {
+    let errors = schema_errors(schema, v);
     assert!(errors.is_empty(), "{schema}: {errors:?}\n{v}");
 }
 
@@ -371,4 +376,68 @@ fn every_other_json_output_matches_its_schema() {
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         validate(schema, &v);
     }
+}
+
+/// A failing agent that changed a clean file and a file the user had already modified: the run record
+/// and the ledger entry carry `wroteOutsideWiki` and `alsoChangedDuringRun`, and `capture status`, the
+/// sweep and `doctor` still match their schemas, which describe those fields.
+#[test]
+fn outputs_naming_writes_outside_the_wiki_match_their_schemas() {
+    let l = crate::wiki_only::custom_agent_world(
+        "#!/bin/sh\necho '// more' >> src/lib.rs\necho 'fn main() { 1; }' > src/main.rs\nexit 1\n",
+    );
+    std::fs::write(l.repo.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+    crate::wiki_only::git(&l.repo, &["init", "-q"]);
+    crate::wiki_only::git(&l.repo, &["add", "src"]);
+    crate::wiki_only::git(&l.repo, &["commit", "-qm", "init"]);
+    std::fs::write(l.repo.join("src/lib.rs"), "pub fn a() { todo!() }\n").unwrap();
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let (_, live) = l.sweep(&[]);
+    validate("sweep.schema.json", &live);
+    l.wait_idle();
+    let repo = l.repo.to_str().unwrap();
+    let mut status = json_ok(
+        l.w.almanac()
+            .args(["capture", "status", "--json", "--repo", repo]),
+    );
+    let run = &status["recentFailures"][0];
+    assert_eq!(
+        run["wroteOutsideWiki"],
+        serde_json::json!(["src/main.rs"]),
+        "{status}"
+    );
+    assert_eq!(
+        run["alsoChangedDuringRun"],
+        serde_json::json!(["src/lib.rs"]),
+        "{status}"
+    );
+    let entry = &status["entries"][0]["wroteOutsideWiki"];
+    assert_eq!(
+        entry["paths"],
+        serde_json::json!(["src/main.rs"]),
+        "{status}"
+    );
+    assert_eq!(
+        entry["alsoChangedDuringRun"],
+        serde_json::json!(["src/lib.rs"]),
+        "{status}"
+    );
+    validate("capture-status.schema.json", &status);
+    for (args, schema) in [
+        (
+            vec!["capture", "sweep", "--dry-run", "--json", "--quiet", "0m"],
+            "sweep.schema.json",
+        ),
+        (vec!["doctor", "--json"], "doctor.schema.json"),
+    ] {
+        let out = l.w.almanac().args(&args).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.to_string().contains("agent-wrote-outside-wiki"), "{v}");
+        validate(schema, &v);
+    }
+    // The schema describes the fields: wrong shapes of them are rejected.
+    status["entries"][0]["wroteOutsideWiki"]["paths"] = "src/main.rs".into();
+    status["recentFailures"][0]["alsoChangedDuringRun"] = 1.into();
+    let errors = schema_errors("capture-status.schema.json", &status);
+    assert_eq!(errors.len(), 2, "{errors:?}");
 }

@@ -14,10 +14,22 @@ mkdir -p .almanac/pages
 echo "# Notes" > .almanac/pages/x.md
 "##;
 
+/// A custom agent that writes outside the wiki, changes a file outside it and then fails.
+pub const FAILING_AGENT: &str = r##"#!/bin/sh
+echo 'fn main() { println!("half fixed"); }' > src/main.rs
+echo "the model gave up" >&2
+exit 1
+"##;
+
 fn permissive_world() -> Live {
+    custom_agent_world(PERMISSIVE_AGENT)
+}
+
+/// A live world whose agent is `script`, run in the repo root, with `src/main.rs` in the repo.
+pub fn custom_agent_world(script: &str) -> Live {
     let l = live_world(3);
     let agent = l.fake.join("permissive-agent");
-    std::fs::write(&agent, PERMISSIVE_AGENT).unwrap();
+    std::fs::write(&agent, script).unwrap();
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(
         l.w.almanac_home().join("config.toml"),
@@ -32,7 +44,7 @@ fn permissive_world() -> Live {
     l
 }
 
-fn attention(s: &serde_json::Value) -> Vec<&serde_json::Value> {
+pub fn attention(s: &serde_json::Value) -> Vec<&serde_json::Value> {
     items(s, "needsAttention")
         .into_iter()
         .filter(|i| i["reason"] == "agent-wrote-outside-wiki")
@@ -111,7 +123,7 @@ fn a_permissive_agent_writing_outside_the_wiki_is_reported_and_not_reverted() {
     assert!(attention(&l.w.dry_run(&["--quiet", "0m"])).is_empty());
 }
 
-fn git(repo: &std::path::Path, args: &[&str]) {
+pub fn git(repo: &std::path::Path, args: &[&str]) {
     let ok = Command::new("git")
         .args(args)
         .current_dir(repo)
@@ -163,4 +175,66 @@ fn a_user_edit_during_the_run_is_not_blamed_on_the_agent() {
         std::fs::read_to_string(l.repo.join("src/lib.rs")).unwrap(),
         "pub fn a() { 1 }\n"
     );
+}
+
+#[test]
+fn a_failed_run_that_wrote_outside_the_wiki_is_listed_too() {
+    let l = custom_agent_world(FAILING_AGENT);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    let run = &l.runs()[0];
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(
+        run["wroteOutsideWiki"],
+        serde_json::json!(["src/main.rs"]),
+        "{run}"
+    );
+    // The failure spent an attempt and kept the cursor, and the entry keeps what the run changed.
+    let e = l.entry();
+    assert_eq!(
+        (e["status"].as_str(), e["attempts"].as_u64()),
+        (Some("failed"), Some(1)),
+        "{e}"
+    );
+    assert_eq!(e["lastCapturedLine"], 0, "{e}");
+    assert_eq!(e["wroteOutsideWiki"]["runId"], run["runId"], "{e}");
+    assert_eq!(
+        e["wroteOutsideWiki"]["paths"],
+        serde_json::json!(["src/main.rs"]),
+        "{e}"
+    );
+    assert!(
+        std::fs::read_to_string(l.repo.join("src/main.rs"))
+            .unwrap()
+            .contains("half fixed"),
+        "never reverted"
+    );
+    // Sweeps, capture status and doctor list it.
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    let a = attention(&s);
+    assert_eq!(a.len(), 1, "{s}");
+    assert!(
+        a[0]["detail"].as_str().unwrap().contains("src/main.rs"),
+        "{s}"
+    );
+    let status = json_ok(
+        l.w.almanac()
+            .args(["capture", "status", "--json", "--repo"])
+            .arg(&l.repo),
+    );
+    assert_eq!(
+        status["entries"][0]["wroteOutsideWiki"]["paths"],
+        serde_json::json!(["src/main.rs"]),
+        "{status}"
+    );
+    let doctor = l.w.almanac().args(["doctor"]).output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.contains("agent-wrote-outside-wiki"), "{doctor}");
+    // The retry (the agent still fails) keeps the finding; a later success would not clear it either.
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "retried: {s}");
+    assert_eq!(attention(&s).len(), 1, "{s}");
+    assert_eq!(l.entry()["attempts"], 2);
+    assert!(l.entry()["wroteOutsideWiki"].is_object());
 }

@@ -4,6 +4,7 @@
 mod agents_real;
 mod automation;
 mod budget;
+mod codex_capture;
 mod common;
 mod fixtures;
 mod fuzz_regressions;

@@ -30,6 +30,9 @@ pub enum Reason {
     CaptureStartFailed,
     // The run store.
     LedgerCorrupt,
+    /// While an agent ran, the ledger was overwritten or deleted (or `runs/` with it); the worker wrote
+    /// back the copy it held.
+    LedgerOverwritten,
     /// The ledger was written by a newer almanac: left alone, nothing in its repo is captured.
     LedgerNewerVersion,
     /// A corrupt ledger was rebuilt from run records, and none showed how much of this transcript was
@@ -74,6 +77,7 @@ impl Reason {
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
             Reason::LedgerCorrupt => "ledger-corrupt",
+            Reason::LedgerOverwritten => "ledger-overwritten",
             Reason::LedgerNewerVersion => "ledger-newer-version",
             Reason::CursorLost => "cursor-lost",
             Reason::LedgerUnreadable => "ledger-unreadable",
@@ -88,7 +92,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 28] = [
+    pub const ALL: [Reason; 29] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -107,6 +111,7 @@ impl Reason {
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
         Reason::LedgerCorrupt,
+        Reason::LedgerOverwritten,
         Reason::LedgerNewerVersion,
         Reason::CursorLost,
         Reason::LedgerUnreadable,

@@ -6,8 +6,14 @@
 //! record is written first and is what counts; a sweep reconciles any entry the worker did not get to
 //! save. Agent session ids go to the journal (`ledger::journal`) and into the ledger held here, so a run
 //! costs the same whatever the ledger's size.
+//!
+//! The agent may overwrite or delete what is under `.almanac/`. A ledger that no longer parses, or is
+//! gone, or a `runs/` directory deleted (and perhaps made again by a sweep) while this worker held a good
+//! copy is never taken as it now is: the copy held here is written back, with what the disk adds that
+//! can be trusted (entries it does not have, a run a sweep queued from the held cursor, agent sessions),
+//! and the event is logged and left in the ledger for the next sweep to report (`ledger-overwritten`).
 
-use crate::ledger::{self, RepoState};
+use crate::ledger::{self, EntryStatus, RepoState};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -18,6 +24,18 @@ pub(super) struct Held {
     pub ledger: ledger::Ledger,
     pub dirty: bool,
     saved_at: Instant,
+    /// Whether `ledger` is a copy read from (or written to) the repo, worth restoring.
+    have: bool,
+    /// (device, inode) of `runs/` when last seen: a different one means it was deleted.
+    runs_id: Option<(u64, u64)>,
+    /// Set when `runs/` was found deleted; the next `current` restores the held copy.
+    wiped: Option<String>,
+}
+
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(dir)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 const SAVE_EVERY: Duration = Duration::from_secs(2);
@@ -42,19 +60,77 @@ impl Held {
             ledger: ledger::Ledger::default(),
             dirty: false,
             saved_at: Instant::now(),
+            have: false,
+            runs_id: None,
+            wiped: None,
         }
+    }
+
+    /// Before writing anything after a run: the store must still be safe (`ledger::guard`); a `runs/`
+    /// the agent deleted is made again (a real, private directory) and `worker.log` reopened there.
+    /// `Err` says why nothing may be written.
+    pub fn check_store(&mut self, repo: &Path, run_id: &str) -> Result<(), String> {
+        ledger::guard::check_runs_dir(repo)?;
+        let runs = ledger::runs_dir(repo);
+        crate::util::atomic::private_dir(&runs).map_err(|e| format!("{}: {e}", runs.display()))?;
+        self.note_wipe(repo, run_id);
+        Ok(())
+    }
+
+    /// Notices a `runs/` that is not the one last seen (deleted, and made again by us or a sweep).
+    fn note_wipe(&mut self, repo: &Path, during: &str) {
+        let now = dir_id(&ledger::runs_dir(repo));
+        if self.runs_id.is_some() && now != self.runs_id && self.wiped.is_none() {
+            reopen_log(repo);
+            let why = format!(
+                "{} was deleted while {during} ran (by the agent?); recreated, and the ledger this worker \
+                 held written back",
+                ledger::runs_dir(repo).display()
+            );
+            super::worker::note(&why);
+            self.wiped = Some(why);
+        }
+        self.runs_id = now;
     }
 
     /// The current ledger; the caller holds the repo lock.
     pub fn current(&mut self, repo: &Path) -> std::io::Result<&mut ledger::Ledger> {
+        self.note_wipe(repo, "a run");
         let on_disk = stamp(repo)?;
-        if on_disk.is_none() || on_disk != self.stamp {
+        if on_disk.is_none() || on_disk != self.stamp || self.wiped.is_some() {
             let now = chrono::Utc::now();
             let mut state = RepoState::load(repo, now, true)?;
+            let lost = self.wiped.take().or_else(|| match &state.corrupt {
+                Some(c) => Some(format!(
+                    "{} was overwritten: it did not parse ({}); kept as {}",
+                    ledger::ledger_path(repo).display(),
+                    c.error,
+                    c.moved_to.display()
+                )),
+                None if on_disk.is_none() && self.stamp.is_some() => Some(format!(
+                    "{} was deleted while this worker ran",
+                    ledger::ledger_path(repo).display()
+                )),
+                None => None,
+            });
+            if let Some(why) = &lost {
+                if self.have {
+                    merge_into_held(&self.ledger, &mut state.ledger);
+                    super::worker::note(&format!("{why}; wrote back the ledger this worker held"));
+                } else {
+                    super::worker::note(why);
+                }
+                state.ledger.overwritten.push(why.clone());
+                state.dirty = true;
+            }
             state.reconcile(now, true);
             self.dirty = state.changed();
             self.ledger = state.ledger;
             self.stamp = on_disk;
+            self.have = true;
+            if lost.is_some() {
+                self.save(repo, true);
+            }
         }
         Ok(&mut self.ledger)
     }
@@ -74,6 +150,44 @@ impl Held {
                 self.saved_at = Instant::now();
             }
             Err(e) => super::worker::note(&format!("cannot save the ledger: {e}")),
+        }
+    }
+}
+
+/// The ledger to write back after the file was overwritten or deleted: the copy the worker held, plus
+/// what `disk` (the file now, or what the sealed run records rebuilt) adds that it can trust: entries the
+/// held copy does not have, a run queued from the held cursor where the held entry waits for none, and
+/// agent sessions. The result replaces `disk`.
+fn merge_into_held(held: &ledger::Ledger, disk: &mut ledger::Ledger) {
+    let mut out = held.clone();
+    for (k, e) in std::mem::take(&mut disk.entries) {
+        let take = match out.entries.get(&k) {
+            None => true,
+            Some(h) => {
+                h.status != EntryStatus::Pending
+                    && e.status == EntryStatus::Pending
+                    && e.last_captured_size == h.last_captured_size
+                    && e.last_captured_prefix_hash == h.last_captured_prefix_hash
+            }
+        };
+        if take {
+            out.entries.insert(k, e);
+        }
+    }
+    out.agent_sessions
+        .extend(std::mem::take(&mut disk.agent_sessions));
+    out.overwritten.append(&mut disk.overwritten);
+    out.rebuilt_from = None;
+    *disk = out;
+}
+
+/// Points the worker's output (stdout, stderr) at `runs/worker.log` again after `runs/` was deleted.
+fn reopen_log(repo: &Path) {
+    use std::os::fd::AsRawFd;
+    if let Ok(f) = crate::util::atomic::open_append_private(&ledger::worker_log_path(repo)) {
+        unsafe {
+            libc::dup2(f.as_raw_fd(), 1);
+            libc::dup2(f.as_raw_fd(), 2);
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod breaker;
 mod held;
 pub mod orphan;
 pub mod prompt;
+pub mod slots;
 mod trust;
 pub mod verify;
 pub mod worker;

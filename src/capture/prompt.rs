@@ -67,8 +67,14 @@ pub fn render(
         ));
     }
     if let Some(s) = summary {
+        // A chunk's summary is of that chunk alone (`sweep::plan`).
         p.push_str(&format!(
-            "\nThe new part holds {} user turn{}.",
+            "\n{} holds {} user turn{}.",
+            if run.chunk.is_some() {
+                "This chunk"
+            } else {
+                "The new part"
+            },
             s.user_turns,
             if s.user_turns == 1 { "" } else { "s" }
         ));

@@ -1,6 +1,8 @@
 //! The per-repo worker (`almanac capture worker --repo DIR`, started by the sweep): runs the repo's
-//! queued captures one after another, so two captures never run in one repo at once. It holds
-//! `runs/worker.lock` while it works; a second worker finds it held and leaves.
+//! queued captures one after another, so two captures never run in one repo at once. It holds its lock
+//! under `$ALMANAC_HOME/state/workers/` (and `runs/worker.lock`) while it works; a second worker finds it
+//! held and leaves. Before each run it takes an agent slot (`slots`), so at most `max_parallel_agents`
+//! agents run at once across repos.
 
 use super::agent;
 use super::held::Held;
@@ -27,7 +29,6 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
         note(&format!("{why}; leaving"));
         return 1;
     }
-    let lock_path = worker_lock_path(repo);
     let mut known = HashMap::new();
     let mut held = Held::new();
     loop {
@@ -36,31 +37,25 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             note(&format!("{n}; leaving"));
             return 0;
         }
-        // A sweep may hold the lock for an instant while checking whether a worker is alive.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let lock = loop {
-            match FileLock::try_acquire(&lock_path) {
-                Ok(Ok(l)) => break Some(l),
-                Ok(Err(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(100))
-                }
-                Ok(Err(holder)) => {
-                    note(&format!(
-                        "another worker holds the lock (pid {}); leaving",
-                        holder.map(|h| h.pid).unwrap_or(0)
-                    ));
-                    break None;
-                }
-                Err(e) => {
-                    note(&format!("cannot open {}: {e}", lock_path.display()));
-                    return 1;
-                }
+        let mut locks = match WorkerLocks::take(repo) {
+            Ok(Some(l)) => l,
+            Ok(None) => return 0,
+            Err(e) => {
+                note(&e);
+                return 1;
             }
         };
-        let Some(lock) = lock else { return 0 };
         super::trust::report_foreign(repo, note);
-        while let Some(record) = pick_next(repo, &mut known, &mut held) {
+        loop {
+            // A slot first (it may mean waiting for other repos' agents), then the run: waiting is not
+            // part of any run's time.
+            let slot = take_slot(cx);
+            let Some(record) = pick_next(repo, &mut known, &mut held) else {
+                break;
+            };
             execute(cx, repo, record, &mut held);
+            drop(slot);
+            locks.retake_repo_lock(repo);
         }
         if held.dirty {
             if let Ok(_guard) = ledger::lock_repo(repo) {
@@ -69,11 +64,85 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
                 }
             }
         }
-        drop(lock);
+        drop(locks);
         // A sweep may have queued a run between our last look and the unlock; it saw our lock held and
         // started no worker, so look once more.
         if queued_ids(repo, &mut known).is_empty() {
             return 0;
+        }
+    }
+}
+
+/// An agent slot (`slots`), waited for; None when the slots cannot be used at all.
+fn take_slot(cx: &Context) -> Option<crate::util::lock::FileLock> {
+    let max = crate::config::load(&cx.config_path())
+        .map(|c| c.capture.max_parallel_agents)
+        .unwrap_or(2);
+    match super::slots::acquire(&cx.almanac_home, max, note) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            note(&format!(
+                "cannot use the agent slots: {e}; running without one"
+            ));
+            None
+        }
+    }
+}
+
+/// The worker's locks: the one under `$ALMANAC_HOME` (keyed by the repo, out of the agent's reach: what
+/// the one-worker rule rests on) and `runs/worker.lock` (seen by almanac setups with another home).
+struct WorkerLocks {
+    _home: Option<FileLock>,
+    repo: Option<FileLock>,
+}
+
+impl WorkerLocks {
+    /// Both locks, waiting a moment (a sweep holds one for an instant while checking whether a worker is
+    /// alive). `Ok(None)` when another worker holds one; `Err` when a lock file cannot be opened.
+    fn take(repo: &Path) -> Result<Option<WorkerLocks>, String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let try_one = |path: &Path| match FileLock::try_acquire(path) {
+            Ok(r) => Ok(r),
+            Err(e) => Err(format!("cannot open {}: {e}", path.display())),
+        };
+        loop {
+            let home = match ledger::home_worker_lock_path(repo) {
+                Some(p) => try_one(&p)?.map(Some),
+                None => Ok(None),
+            };
+            let both = match home {
+                Ok(home) => try_one(&worker_lock_path(repo))?.map(|r| (home, r)),
+                Err(holder) => Err(holder),
+            };
+            match both {
+                Ok((home, r)) => {
+                    return Ok(Some(WorkerLocks {
+                        _home: home,
+                        repo: Some(r),
+                    }))
+                }
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Err(holder) => {
+                    note(&format!(
+                        "another worker holds the lock (pid {}); leaving",
+                        holder.map(|h| h.pid).unwrap_or(0)
+                    ));
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// `runs/worker.lock` again when the agent deleted it (the lock under `$ALMANAC_HOME` still holds).
+    fn retake_repo_lock(&mut self, repo: &Path) {
+        let path = worker_lock_path(repo);
+        if self.repo.is_some() && FileLock::is_held(&path) {
+            return;
+        }
+        if crate::ledger::guard::check_runs_dir(repo).is_ok() {
+            self.repo = FileLock::try_acquire(&path).ok().and_then(Result::ok);
         }
     }
 }
@@ -215,6 +284,14 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
 /// only when the agent exited 0.
 fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(), String>) {
     let runs = runs_dir(repo);
+    // The agent may have deleted runs/ (made again here) or left a link in its place (nothing written).
+    if let Err(why) = held.check_store(repo, &record.run_id) {
+        return note(&format!(
+            "{}: cannot record the outcome of {}: {why}",
+            Reason::RunsDirUnsafe,
+            record.run_id
+        ));
+    }
     let now = chrono::Utc::now();
     record.finish(&outcome, &crate::policy::iso(now));
     persist_finished(&runs, &record);
@@ -292,7 +369,10 @@ fn learn(
         agent::Learned::Spawned(p) => {
             record.agent_pid = Some(p.pgid);
             record.agent_process = Some(p);
-            let _ = run::write(runs, record);
+            // The agent already runs: never write through a link it may have put in place of runs/.
+            if ledger::guard::check_runs_dir(repo).is_ok() {
+                let _ = run::write(runs, record);
+            }
             return;
         }
         agent::Learned::Preset(id) | agent::Learned::FromStdout(id) => id,
@@ -303,7 +383,9 @@ fn learn(
     }
     held.ledger.agent_sessions.insert(id.to_string());
     held.dirty = true;
-    if matches!(learned, agent::Learned::FromStdout(_)) {
+    if matches!(learned, agent::Learned::FromStdout(_))
+        && ledger::guard::check_runs_dir(repo).is_ok()
+    {
         let _ = run::write(runs, record);
     }
 }

@@ -24,6 +24,8 @@ pub struct CaptureConfig {
     pub timeout: Duration,
     /// `[capture] max_attempts`, default 3: failed runs before `retry-budget-exhausted`.
     pub max_attempts: u32,
+    /// `[capture] max_parallel_agents`, default 2: agents running at once across all repos.
+    pub max_parallel_agents: u32,
     pub agents: Vec<AgentDef>,
 }
 
@@ -33,6 +35,7 @@ impl Default for CaptureConfig {
             agent: "claude".into(),
             timeout: Duration::from_secs(30 * 60),
             max_attempts: 3,
+            max_parallel_agents: 2,
             agents: builtin_agents(),
         }
     }

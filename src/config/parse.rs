@@ -190,7 +190,7 @@ fn parse_apps(
     Ok(())
 }
 
-/// `[capture]`: `agent`, `timeout`, `max_attempts`, then `[capture.agents.*]`.
+/// `[capture]`: `agent`, `timeout`, `max_attempts`, `max_parallel_agents`, then `[capture.agents.*]`.
 fn parse_capture(
     capture: &toml_edit::Item,
     out: &mut CaptureConfig,
@@ -230,6 +230,18 @@ fn parse_capture(
                 )
             })?;
         out.max_attempts = n as u32;
+    }
+    if let Some(item) = capture.get("max_parallel_agents") {
+        let n = item
+            .as_integer()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "capture.max_parallel_agents",
+                    "expected a whole number from 1 to 64".into(),
+                )
+            })?;
+        out.max_parallel_agents = n as u32;
     }
     if let Some(agents) = capture.get("agents") {
         let table = agents.as_table_like().ok_or_else(|| {
@@ -390,6 +402,7 @@ mod tests {
         assert_eq!(c.capture.agent, "fake");
         assert_eq!(c.capture.timeout, Duration::from_secs(120));
         assert_eq!(c.capture.max_attempts, 2);
+        assert_eq!(c.capture.max_parallel_agents, 2, "the default");
         assert_eq!(
             c.capture.agent_def("fake").unwrap().command[1],
             "{prompt_file}"

@@ -24,6 +24,10 @@ pub struct Ledger {
     /// has held the transcripts no run record knows (`cursor-lost`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebuilt_from: Option<String>,
+    /// What a worker found done to this ledger while an agent ran (overwritten, deleted) and wrote back
+    /// from the copy it held: the next live sweep reports each (`ledger-overwritten`) and clears them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overwritten: Vec<String>,
     /// Fields this version does not know (written by a later minor change): kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -37,6 +41,7 @@ impl Default for Ledger {
             entries: BTreeMap::new(),
             agent_sessions: Default::default(),
             rebuilt_from: None,
+            overwritten: Vec::new(),
             extra: Default::default(),
         }
     }

@@ -9,7 +9,8 @@
 //!   ledger by the next save.
 //! - `worker.log`: the background worker's own output.
 //! - `ledger.lock` (the repo lock: every read-modify-write of the ledger, and picking a run) and
-//!   `worker.lock` (held by the repo's one background worker).
+//!   `worker.lock` (held by the repo's one background worker, which also holds its lock under
+//!   `$ALMANAC_HOME/state/workers/`, the one an agent cannot delete).
 //! - `repo`: a repo's ledger and run records brought into agreement (`RepoState::reconcile`), what the
 //!   sweep and the worker both start from.
 //! - `maintain`: `capture reset` and `capture prune`.
@@ -64,9 +65,26 @@ pub fn worker_log_path(repo: &Path) -> PathBuf {
     runs_dir(repo).join("worker.log")
 }
 
-/// Whether the repo's background worker is running now.
+/// The repo's worker lock outside the repo: `$ALMANAC_HOME/state/workers/<hash of the repo's canonical
+/// path>.lock`. The one-worker rule rests on it, because an agent can delete anything under `.almanac/`
+/// (`runs/worker.lock` is still taken, for almanac setups with another `ALMANAC_HOME`).
+pub fn home_worker_lock_path(repo: &Path) -> Option<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let home = seal::almanac_home()?;
+    let canonical = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    Some(
+        home.join("state")
+            .join("workers")
+            .join(format!("{hex}.lock")),
+    )
+}
+
+/// Whether the repo's background worker is running now: either of its locks is held.
 pub fn worker_alive(repo: &Path) -> bool {
-    FileLock::is_held(&worker_lock_path(repo))
+    home_worker_lock_path(repo).is_some_and(|p| FileLock::is_held(&p))
+        || FileLock::is_held(&worker_lock_path(repo))
 }
 
 /// The repo lock: held for every read-modify-write of the ledger and for picking a run. Refused when

@@ -105,6 +105,17 @@ impl RepoState {
         }
     }
 
+    /// What a worker found done to the ledger while an agent ran (`capture::held`), to report once:
+    /// cleared when `live` (the ledger is then rewritten).
+    pub fn take_overwritten(&mut self, live: bool) -> Vec<String> {
+        if !live {
+            return self.ledger.overwritten.clone();
+        }
+        let events = std::mem::take(&mut self.ledger.overwritten);
+        self.dirty |= !events.is_empty();
+        events
+    }
+
     /// Whether a run is waiting for a worker.
     pub fn has_pending(&self) -> bool {
         self.ledger

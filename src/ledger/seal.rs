@@ -24,6 +24,11 @@ pub fn use_home(almanac_home: &Path) {
     let _ = HOME.set(almanac_home.to_path_buf());
 }
 
+/// `$ALMANAC_HOME` as `use_home` set it (None in unit tests).
+pub fn almanac_home() -> Option<&'static Path> {
+    HOME.get().map(PathBuf::as_path)
+}
+
 pub fn key_path(almanac_home: &Path) -> PathBuf {
     almanac_home.join("state").join("run-key")
 }

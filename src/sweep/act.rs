@@ -127,7 +127,7 @@ fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> Sta
         new_bytes: c.to - c.from,
         new_turns: p.part.as_ref().map(|s| s.user_turns),
         est_tokens: est_tokens(c.to - c.from),
-        chunk: (p.of > 1).then_some((i as u32 + 1, p.of)),
+        chunk: (p.of > 1).then_some((p.first + i as u32, p.of)),
     }
 }
 
@@ -167,10 +167,10 @@ fn queue_part(
             to_byte: chunk.to,
             prefix_hash: &chunk.hash,
             agent: &opts.agent,
-            summary: p.part.as_ref(),
+            summary: p.summaries.get(i).and_then(Option::as_ref),
             sweep_id: Some(sweep_id),
-            chunk: chunked.then_some((i as u32 + 1, p.of)),
-            part_lines: chunked.then_some((p.r.from_line_before + 1, p.r.to_line)),
+            chunk: chunked.then_some((p.first + i as u32, p.of)),
+            part_lines: chunked.then_some(p.part_lines),
             id_base: chunked.then_some(id_base.as_str()),
         };
         match capture::queue(&spec, &cx.almanac_home, now) {

@@ -394,7 +394,7 @@ fn repo_pass(
     }
     pass.worker_alive = state.worker_alive;
     pass.has_pending = state.has_pending();
-    pass.outside_wiki = outside_wiki(repo, &state.ledger);
+    pass.outside_wiki.extend(outside_wiki(repo, &state.ledger));
     let entries = &state.ledger.entries;
     let keys: Vec<Option<String>> = idxs
         .iter()
@@ -450,6 +450,8 @@ fn load_reconciled(
         })?;
     state.reconcile(now, live);
     pass.corrupt = state.corrupt.take();
+    let overwritten = state.take_overwritten(live).into_iter();
+    (pass.outside_wiki).extend(overwritten.map(|why| SkippedItem::overwritten(repo, why)));
     if live && state.changed() {
         state
             .save(now)

@@ -6,7 +6,7 @@ use super::act::Updates;
 use super::decide::{facts, EntryView, Work};
 use super::gather::Candidate;
 use super::range::{
-    chunks_of, decide_range, est_tokens, new_part_turns, Chunk, Range, RangeOutcome,
+    chunk_turns, chunks_of, decide_range, est_tokens, new_part_turns, Chunk, Range, RangeOutcome,
 };
 use super::summary::{SkippedItem, Summary};
 use super::SweepOptions;
@@ -32,9 +32,16 @@ pub struct Planned {
     pub entry: Option<Box<LedgerEntry>>,
     pub r: Range,
     pub chunks: Vec<Chunk>,
-    /// Chunks of the whole new part (more than `chunks` when the budget ran out midway).
+    /// Chunks of the whole new part (more than `chunks` when the budget ran out midway), counting those
+    /// earlier sweeps captured; `chunks[0]` is chunk `first` of them.
     pub of: u32,
+    pub first: u32,
+    /// The whole new part's lines, from where its first chunk began (perhaps in an earlier sweep).
+    pub part_lines: (u64, u64),
+    /// What the chunks this sweep starts hold, all together (for the totals)...
     pub part: Option<PartSummary>,
+    /// ...and each one's own, for its prompt.
+    pub summaries: Vec<Option<PartSummary>>,
 }
 
 struct WorkResult {
@@ -209,39 +216,85 @@ pub fn spend_budget(
         chunks.truncate(take);
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
-        // Full turn counts only for what this sweep starts (reading a huge part's turns costs).
-        let part = match plan.has_turns {
+        // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk.
+        let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
             true => {
                 let rule = catalog.get(&file.app).expect("walked apps exist");
-                let to = chunks[take - 1].to;
-                new_part_turns(
-                    rule,
-                    file,
-                    &plan.r,
-                    to,
-                    false,
-                    &mut summary.stats.bytes_read,
-                )
-                .ok()
-                .flatten()
+                let read = &mut summary.stats.bytes_read;
+                let each = |c: &Chunk| chunk_turns(rule, file, c, read).ok().flatten();
+                chunks.iter().map(each).collect()
             }
-            false => None,
+            false => chunks.iter().map(|_| None).collect(),
         };
+        let part = combine(&summaries);
         let t = &mut summary.totals;
         t.new_bytes += chunks.iter().map(|c| c.to - c.from).sum::<u64>();
         t.est_tokens += tokens;
         t.new_turns += part.as_ref().map(|p| p.user_turns).unwrap_or(0);
         t.runs += take as u64;
+        // A part an earlier sweep began (the budget ran out, or a chunk failed) keeps its numbering.
+        let repo = ex.repo.as_deref();
+        let (done, part_from) = repo
+            .and_then(|repo| earlier_chunks(repo, plan.entry.as_deref()))
+            .unwrap_or((0, plan.r.from_line_before + 1));
         out.push(Planned {
             idx: plan.idx,
             entry: plan.entry,
+            part_lines: (part_from, plan.r.to_line),
             r: plan.r,
             chunks,
-            of,
+            of: done + of,
+            first: done + 1,
             part,
+            summaries,
         });
     }
     out
+}
+
+/// The chunks' summaries as one: turns added up, the first chunk's first prompt, the last one's last.
+fn combine(each: &[Option<PartSummary>]) -> Option<PartSummary> {
+    let known: Vec<&PartSummary> = each.iter().flatten().collect();
+    if known.is_empty() {
+        return None;
+    }
+    let mut tools: Vec<String> = Vec::new();
+    for t in known.iter().flat_map(|s| &s.tools) {
+        if !tools.contains(t) {
+            tools.push(t.clone());
+        }
+    }
+    let with_prompt: Vec<&&PartSummary> = known.iter().filter(|s| s.first_user.is_some()).collect();
+    let first = with_prompt.first().and_then(|s| s.first_user.clone());
+    let last = with_prompt
+        .last()
+        .and_then(|s| s.last_user.clone().or(s.first_user.clone()))
+        .filter(|l| with_prompt.len() > 1 || Some(l) != first.as_ref());
+    Some(PartSummary {
+        user_turns: known.iter().map(|s| s.user_turns).sum(),
+        first_user: first,
+        last_user: last,
+        tools,
+    })
+}
+
+/// How many chunks of the part this entry's cursor sits in were captured by earlier runs, and the line
+/// the part began at: read from the entry's last run record (sealed, so ours), when it was a chunk that
+/// ended at the cursor (done) or began there (failed, to be retried as the same chunk).
+fn earlier_chunks(repo: &std::path::Path, entry: Option<&LedgerEntry>) -> Option<(u32, u64)> {
+    use crate::ledger::record::{self, Found, RunStatus};
+    let e = entry?;
+    let id = e.last_run_id.as_deref()?;
+    let Found::Ours(r) = record::find(&crate::ledger::runs_dir(repo), id) else {
+        return None;
+    };
+    let ((i, _), (from_line, _)) = (r.chunk?, r.part_lines?);
+    let done = match r.status {
+        RunStatus::Done if r.to_byte == e.last_captured_size => i,
+        RunStatus::Failed if r.from_byte == e.last_captured_size => i.checked_sub(1)?,
+        _ => return None,
+    };
+    (done > 0).then_some((done, from_line))
 }
 
 /// How many of the chunks fit what is left of the budget, and their estimated tokens.

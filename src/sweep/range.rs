@@ -152,19 +152,46 @@ pub fn new_part_turns(
     first_only: bool,
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
+    let span = (r.from_byte, r.from_line_before, to_byte);
+    span_turns(rule, file, span, first_only, bytes_read)
+}
+
+/// The turns of one chunk, summarised (each chunk's prompt quotes only its own prompts).
+pub fn chunk_turns(
+    rule: &RuleSet,
+    file: &FoundFile,
+    c: &Chunk,
+    bytes_read: &mut u64,
+) -> Result<Option<crate::turns::PartSummary>, String> {
+    span_turns(
+        rule,
+        file,
+        (c.from, c.from_line_before, c.to),
+        false,
+        bytes_read,
+    )
+}
+
+/// The turns of bytes `[from, to)`, which start after line `lines_before`.
+fn span_turns(
+    rule: &RuleSet,
+    file: &FoundFile,
+    (from, lines_before, to): (u64, u64, u64),
+    first_only: bool,
+    bytes_read: &mut u64,
+) -> Result<Option<crate::turns::PartSummary>, String> {
     use std::io::{Read, Seek, SeekFrom};
     let Some(turn_rules) = &rule.turns else {
         return Ok(None);
     };
     let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
-    f.seek(SeekFrom::Start(r.from_byte))
-        .map_err(|e| e.to_string())?;
-    let part = f.take(to_byte - r.from_byte);
+    f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+    let part = f.take(to - from);
     let opts = crate::turns::Options {
         stop_after_users: first_only.then_some(1),
         ..crate::turns::Options::default()
     };
-    let t = crate::turns::extract(rule, turn_rules, part, r.from_line_before + 1, 0, &opts)
+    let t = crate::turns::extract(rule, turn_rules, part, lines_before + 1, 0, &opts)
         .map_err(|e| e.to_string())?;
     *bytes_read += t.bytes_read;
     Ok(Some(crate::turns::summarize(&t)))

@@ -66,6 +66,13 @@ impl SkippedItem {
     }
 
     /// A problem with a repo's run store rather than with a transcript.
+    /// A ledger the worker found overwritten or deleted while an agent ran, and wrote back.
+    pub fn overwritten(repo: &Path, why: String) -> Self {
+        let detail = format!("{why}; check what the capture agent did (its run log)");
+        let path = crate::ledger::ledger_path(repo);
+        Self::of_store(repo, &path, Reason::LedgerOverwritten, detail)
+    }
+
     pub fn of_store(repo: &Path, path: &Path, reason: Reason, detail: String) -> Self {
         SkippedItem {
             app: "almanac".into(),

@@ -22,3 +22,4 @@ mod sweep;
 mod turns;
 mod wiki_only;
 mod worker_process;
+mod worker_rules;

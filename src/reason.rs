@@ -28,6 +28,9 @@ pub enum Reason {
     PrefixMismatch,
     BudgetDeferred,
     CaptureStartFailed,
+    /// The transcript's ledger entry changed between the sweep's decide and act passes (another process
+    /// wrote it); nothing was started, the next sweep decides again.
+    ChangedDuringSweep,
     // The run store.
     LedgerCorrupt,
     /// The ledger was written by a newer almanac: left alone, nothing in its repo is captured.
@@ -73,6 +76,7 @@ impl Reason {
             Reason::PrefixMismatch => "prefix-mismatch",
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
+            Reason::ChangedDuringSweep => "changed-during-sweep",
             Reason::LedgerCorrupt => "ledger-corrupt",
             Reason::LedgerNewerVersion => "ledger-newer-version",
             Reason::CursorLost => "cursor-lost",
@@ -88,7 +92,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 28] = [
+    pub const ALL: [Reason; 29] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -106,6 +110,7 @@ impl Reason {
         Reason::PrefixMismatch,
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
+        Reason::ChangedDuringSweep,
         Reason::LedgerCorrupt,
         Reason::LedgerNewerVersion,
         Reason::CursorLost,

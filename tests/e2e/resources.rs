@@ -200,3 +200,95 @@ fn a_reset_between_the_passes_wins_over_the_sweep() {
     assert_eq!(started[0]["fromLine"], 1);
     assert_eq!(started[0]["toLine"], 4);
 }
+
+/// Runs `cmd` to its end; returns its stdout, exit code and its peak resident memory in KiB, as the
+/// process's own high-water mark (`VmHWM`, Linux) last seen while it ran (the rusage of a child forked
+/// from this test process would count this process's pages too).
+fn output_and_peak_rss(mut cmd: std::process::Command) -> (Vec<u8>, i32, Option<u64>) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).unwrap();
+        out
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    let status = loop {
+        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            l[6..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+        peak = peak.max(hwm);
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (reader.join().unwrap(), status.code().unwrap_or(-1), peak)
+}
+
+/// One turn of 100,000 assistant blocks (each written twice, as streaming replays do, 200 bytes of text
+/// each), read as `capture turns` reads it: the text is the first blocks, cut at 4 KiB, the tool used at
+/// the very end is seen, and memory does not grow with the turn.
+#[test]
+fn one_turn_of_a_hundred_thousand_assistant_blocks_is_read_in_bounded_memory() {
+    let w = World::new();
+    let repo = w.repo("work/app");
+    let sid = "5e551011-aaaa-4bbb-8ccc-000000000009";
+    let mut text = claude_line(sid, &repo, "do everything");
+    let filler = "x".repeat(190);
+    let block = |i: usize| format!("part {i:06} {filler}");
+    for i in 0..100_000 {
+        let n = i / 2;
+        text.push_str(&format!(
+            "{{\"type\":\"assistant\",\"sessionId\":\"{sid}\",\"message\":{{\"id\":\"msg_{n}\",\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}\n",
+            block(n)
+        ));
+    }
+    text.push_str(&format!(
+        "{{\"type\":\"assistant\",\"sessionId\":\"{sid}\",\"message\":{{\"id\":\"msg_last\",\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"name\":\"Bash\",\"input\":{{}}}}]}}}}\n"
+    ));
+    let t = w
+        .home()
+        .join(format!(".claude/projects/-work-app/{sid}.jsonl"));
+    write_aged(&t, text.as_bytes(), HOURS_2);
+
+    let mut cmd = std::process::Command::new(bin());
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", w.home())
+        .env("ALMANAC_HOME", w.almanac_home())
+        .current_dir(w.root())
+        .args(["capture", "turns", "--json"])
+        .arg(&t);
+    let (out, code, peak_kib) = output_and_peak_rss(cmd);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["userTurns"], 1, "{v}");
+    assert_eq!(v["totalTurns"], 1, "{v}");
+    let records = v["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!(r["user"], "do everything");
+    assert_eq!(r["truncated"], serde_json::json!(["assistant"]));
+    assert_eq!(r["tools"], serde_json::json!(["Bash"]));
+    let whole: Vec<String> = (0..25).map(block).collect();
+    let expected = &whole.join("\n\n")[..4096];
+    assert_eq!(r["assistant"].as_str().unwrap(), expected);
+    // 10 MB of distinct block text held until the turn ends would show (about 22 MiB is the binary and
+    // its rules); the reader keeps 4 KiB of it.
+    if let Some(kib) = peak_kib {
+        assert!(kib < 32 * 1024, "peak RSS {kib} KiB");
+    }
+}

@@ -18,6 +18,11 @@ Each timing is the best of three with the page cache warm. Peak RSS comes from w
     agent that takes a preset session id (like claude); the time from the sweep's exit until the worker
     has finished every run, per run, minus what starting the agent itself costs (a shell starting `true`
     as often): the milliseconds of almanac overhead per run (target well under 15).
+
+  python3 scripts/bench.py --long-turn 100000 [--bin target/release/almanac]
+
+(g) `capture turns --json` on one turn of that many assistant blocks (distinct message ids, 40 bytes of
+    text each) and on the same blocks as that many short turns (one prompt each); best of three, peak RSS.
 """
 import argparse, json, os, random, shutil, subprocess, sys, time
 from pathlib import Path
@@ -112,6 +117,35 @@ def drain(n, binary):
     shutil.rmtree(root, ignore_errors=True)
 
 
+def long_turn(n, binary):
+    """(g): turn reading, one long turn against many short ones of the same blocks."""
+    root = Path(f"/tmp/almanac-bench-long-turn-{n}")
+    shutil.rmtree(root, ignore_errors=True)
+    home, ah, repo = root / "home", root / "almanac-home", root / "repo"
+    (repo / ".almanac").mkdir(parents=True)
+    ah.mkdir(parents=True)
+    store = home / ".claude/projects/-repo"
+    store.mkdir(parents=True)
+    env = dict(os.environ, HOME=str(home), ALMANAC_HOME=str(ah))
+    for shape, sid in (("one turn", "5e551011-aaaa-4bbb-8ccc-000000000001"),
+                       ("short turns", "5e551011-aaaa-4bbb-8ccc-000000000002")):
+        f = store / f"{sid}.jsonl"
+        with open(f, "w") as out:
+            user = lambda i: json.dumps({"type": "user", "sessionId": sid, "cwd": str(repo),
+                                         "message": {"role": "user", "content": f"prompt {i}"}}) + "\n"
+            out.write(user(0))
+            for i in range(n):
+                if shape == "short turns" and i:
+                    out.write(user(i))
+                out.write(json.dumps({"type": "assistant", "sessionId": sid, "message": {
+                    "id": f"msg_{i}", "role": "assistant",
+                    "content": [{"type": "text", "text": f"block {i:08d} " + "y" * 25}]}}) + "\n")
+        cmd = [binary, "capture", "turns", "--json", str(f)]
+        dt, rss, _ = best(3, lambda: run(cmd, env=env))
+        print(f"(g) capture turns, {n} assistant blocks as {shape}: {dt:.3f} s, peak RSS {rss / 1024:.1f} MiB")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=10000)
@@ -120,7 +154,13 @@ def main():
     ap.add_argument("--max-turns", type=int, default=24, help="passed to gen-corpus (smaller sessions for 100k)")
     ap.add_argument("--drain", type=int, default=0, help="only (f): the worker draining this many queued runs")
     ap.add_argument("--bin", default=str(BIN), help="the almanac binary (f) runs")
+    ap.add_argument("--long-turn", type=int, default=0, help="only (g): turn reading, one turn of this many blocks")
     a = ap.parse_args()
+    if a.long_turn:
+        if a.bin == str(BIN):
+            subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac"], cwd=ROOT, check=True)
+        long_turn(a.long_turn, a.bin)
+        return
     if a.drain:
         if a.bin == str(BIN):
             subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac"], cwd=ROOT, check=True)

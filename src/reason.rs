@@ -28,6 +28,9 @@ pub enum Reason {
     PrefixMismatch,
     BudgetDeferred,
     CaptureStartFailed,
+    /// The transcript's ledger entry changed between the sweep's decide and act passes (another process
+    /// wrote it); nothing was started, the next sweep decides again.
+    ChangedDuringSweep,
     // The run store.
     LedgerCorrupt,
     /// While an agent ran, the ledger was overwritten or deleted (or `runs/` with it); the worker wrote
@@ -76,6 +79,7 @@ impl Reason {
             Reason::PrefixMismatch => "prefix-mismatch",
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
+            Reason::ChangedDuringSweep => "changed-during-sweep",
             Reason::LedgerCorrupt => "ledger-corrupt",
             Reason::LedgerOverwritten => "ledger-overwritten",
             Reason::LedgerNewerVersion => "ledger-newer-version",
@@ -110,6 +114,7 @@ impl Reason {
         Reason::PrefixMismatch,
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
+        Reason::ChangedDuringSweep,
         Reason::LedgerCorrupt,
         Reason::LedgerOverwritten,
         Reason::LedgerNewerVersion,

@@ -94,8 +94,9 @@ pub fn lock_repo(repo: &Path) -> std::io::Result<FileLock> {
     FileLock::acquire(&runs_dir(repo).join("ledger.lock"))
 }
 
-/// How long a sweep waits for a repo lock another process holds (a worker holds it for an instant; a
-/// sweep of another `ALMANAC_HOME` for its whole run) before it leaves the repo to the next sweep.
+/// How long a sweep waits in each of its phases for the repo locks other processes hold (a worker holds
+/// one for an instant; a sweep of another `ALMANAC_HOME` for one repo's pass) before it leaves a repo to
+/// the next sweep.
 pub const REPO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why a writer could not open a repo's store.

@@ -1,6 +1,8 @@
-//! Phase 4, act: queue the planned runs (a prompt and a run record each), record them and every other
-//! changed entry in each repo's ledger, and start one background worker per repo that has runs waiting.
-//! A dry run only lists what it would start.
+//! Phase 4, act: repo by repo, under the repo lock taken again, check that each entry this sweep changes
+//! is still as the decide pass found it (another process may have changed it since), queue the planned
+//! runs of the unchanged ones (a prompt and a run record each), record them and every other changed entry
+//! in the ledger, and start the repo's background worker when runs wait. A dry run only lists what it
+//! would start.
 
 use super::decide::RepoDone;
 use super::gather::Candidate;
@@ -18,9 +20,15 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The entries a sweep changes, by repo and ledger key: applied to each ledger, one at a time, at the end.
+/// The entries a sweep changes, by repo and ledger key, each with the entry as the sweep found it (None:
+/// there was none): applied to each ledger, one at a time, at the end, if the entry is still as found.
 #[derive(Default)]
-pub struct Updates(BTreeMap<PathBuf, BTreeMap<String, LedgerEntry>>);
+pub struct Updates(BTreeMap<PathBuf, BTreeMap<String, Update>>);
+
+pub struct Update {
+    found: Option<LedgerEntry>,
+    new: LedgerEntry,
+}
 
 impl Updates {
     /// The entry this sweep changes for a transcript: the one it found (or a fresh one), copied once.
@@ -37,11 +45,13 @@ impl Updates {
             self.0.insert(repo.to_path_buf(), BTreeMap::new());
         }
         let repo_updates = self.0.get_mut(repo).expect("inserted above");
-        repo_updates.entry(k.to_string()).or_insert_with(|| {
-            found.cloned().unwrap_or_else(|| {
+        let u = repo_updates.entry(k.to_string()).or_insert_with(|| Update {
+            found: found.cloned(),
+            new: found.cloned().unwrap_or_else(|| {
                 LedgerEntry::fresh(&file.app, sid, &file.path.display().to_string())
-            })
-        })
+            }),
+        });
+        &mut u.new
     }
 
     /// The entry a new part is recorded against: the one found, or for a first capture a fresh one whose
@@ -71,42 +81,80 @@ impl Updates {
 /// Runs queued so far, by repo.
 pub type Started = BTreeMap<PathBuf, Vec<StartedItem>>;
 
-/// Queues the planned runs (live) or lists them (dry run). The circuit breaker starts counting for this
-/// sweep before its first run is queued.
-pub fn queue_runs(
+/// A dry run lists the runs a live sweep would start.
+pub fn list_runs(candidates: &[Candidate], planned: Vec<Planned>, summary: &mut Summary) {
+    for p in planned {
+        for (i, chunk) in p.chunks.iter().enumerate() {
+            summary
+                .started
+                .push(started_item(&candidates[p.idx], &p, chunk, i));
+        }
+    }
+}
+
+/// What the act phase shares across repos.
+struct Acting<'a> {
+    cx: &'a Context,
+    candidates: &'a [Candidate],
+    opts: &'a SweepOptions,
+    sweep_id: String,
+    breaker_started: bool,
+    /// One wait for the whole phase, as in the decide phase.
+    deadline: std::time::Instant,
+}
+
+/// Live: repo by repo (one repo lock at a time), applies this sweep's entry updates that still hold,
+/// queues their runs and starts the workers. The circuit breaker starts counting for this sweep before
+/// its first run is queued.
+pub fn act(
     cx: &Context,
     candidates: &[Candidate],
+    repos: &[RepoDone],
     planned: Vec<Planned>,
+    mut updates: Updates,
     opts: &SweepOptions,
-    updates: &mut Updates,
     summary: &mut Summary,
-) -> Started {
+) {
     let now = opts.settings.now;
-    let sweep_id = format!(
-        "sweep_{}_{}",
-        now.format("%Y%m%dT%H%M%S%3fZ"),
-        crate::util::ids::random_hex(4)
-    );
-    let mut started = Started::new();
-    let mut breaker_started = false;
+    let mut by_repo: BTreeMap<&Path, Vec<Planned>> = BTreeMap::new();
     for p in planned {
-        let c = &candidates[p.idx];
-        if opts.dry_run {
-            for (i, chunk) in p.chunks.iter().enumerate() {
-                summary.started.push(started_item(c, &p, chunk, i));
-            }
-            continue;
+        if let Some(repo) = candidates[p.idx].1.repo.as_deref() {
+            by_repo.entry(repo).or_default().push(p);
         }
-        if !breaker_started {
-            breaker_started = true;
-            let max = opts.budget.breaker_failures;
-            if let Err(e) = crate::capture::breaker::start(&cx.almanac_home, &sweep_id, max) {
-                eprintln!("almanac: cannot write the circuit breaker state: {e}");
-            }
-        }
-        queue_part(cx, c, &p, opts, &sweep_id, updates, &mut started, summary);
     }
-    started
+    let mut acting = Acting {
+        cx,
+        candidates,
+        opts,
+        sweep_id: format!(
+            "sweep_{}_{}",
+            now.format("%Y%m%dT%H%M%S%3fZ"),
+            crate::util::ids::random_hex(4)
+        ),
+        breaker_started: false,
+        deadline: std::time::Instant::now() + ledger::REPO_LOCK_WAIT,
+    };
+    for done in repos {
+        let plans = by_repo.remove(done.repo.as_path()).unwrap_or_default();
+        match updates.0.remove(&done.repo) {
+            None if plans.is_empty() => start_waiting(done),
+            u => act_repo(&mut acting, done, plans, u.unwrap_or_default(), summary),
+        }
+    }
+}
+
+/// A repo where this sweep changes nothing: its worker is started if runs wait and none is alive.
+fn start_waiting(done: &RepoDone) {
+    if done.worker_alive || !done.has_pending || ledger::worker_alive(&done.repo) {
+        return;
+    }
+    // The runs waiting were queued by an earlier sweep; if no worker starts now, the next sweep tries.
+    if let Err(err) = capture::spawn_worker(&done.repo) {
+        eprintln!(
+            "almanac: cannot start the background worker in {}: {err}",
+            done.repo.display()
+        );
+    }
 }
 
 fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> StartedItem {
@@ -208,50 +256,132 @@ fn queue_part(
     }
 }
 
-/// Applies each repo's changed entries to its ledger (the ledger first: a worker only runs what the
-/// ledger waits for), then starts the repo's worker when runs wait and none is alive.
-pub fn save_and_start(
-    repos: &[RepoDone],
-    mut updates: Updates,
-    mut started: Started,
-    now: DateTime<Utc>,
+/// One repo, under its lock taken again: an entry another process changed since the decide pass (a
+/// worker finished a run, `capture reset`, another almanac's sweep queued the transcript) is left as it is
+/// now and gets no run (`changed-during-sweep`); the others are applied, their runs queued (the records
+/// only now, under the lock, so a worker never sees a run no entry waits for), the ledger saved, and the
+/// worker started when runs wait and none is alive.
+fn act_repo(
+    a: &mut Acting,
+    done: &RepoDone,
+    plans: Vec<Planned>,
+    mut found: BTreeMap<String, Update>,
     summary: &mut Summary,
 ) {
-    for done in repos {
-        let repo = &done.repo;
-        let new_runs = started.remove(repo).unwrap_or_default();
-        // Read again (this sweep holds the repo lock, so it is as the repo's pass left it) and dropped
-        // when done.
-        let mut loaded = None;
-        if let Some(u) = updates.0.remove(repo) {
-            let saved = RepoState::load(repo, now, true).and_then(|mut state| {
-                state.ledger.entries.extend(u);
-                state.save(now)?;
-                Ok(state)
-            });
-            match saved {
-                Ok(state) => loaded = Some(state),
-                Err(err) => {
-                    summary.attention(SkippedItem::of_store(
-                        repo,
-                        &ledger::ledger_path(repo),
-                        Reason::LedgerUnwritable,
-                        err.to_string(),
-                    ));
-                    continue;
-                }
+    let repo = &done.repo;
+    let now = a.opts.settings.now;
+    let unstarted = |summary: &mut Summary, plans: &[Planned]| {
+        for p in plans {
+            not_started(summary, p);
+        }
+    };
+    let loaded = super::decide::open_store(repo, a.deadline).and_then(|guard| {
+        let state = RepoState::load(repo, now, true)
+            .map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
+        Ok((guard, state))
+    });
+    let (_guard, mut state) = match loaded {
+        Ok(l) => l,
+        Err((reason, detail)) => {
+            unstarted(summary, &plans);
+            let path = ledger::ledger_path(repo);
+            summary.attention(SkippedItem::of_store(repo, &path, reason, detail));
+            return;
+        }
+    };
+    let mut changed = std::collections::HashSet::new();
+    found.retain(|k, u| {
+        let same = state.ledger.entries.get(k) == u.found.as_ref();
+        if !same {
+            changed.insert(k.clone());
+        }
+        same
+    });
+    let mut updates = Updates(BTreeMap::from([(repo.clone(), found)]));
+    let mut started = Started::new();
+    for p in plans {
+        let (file, ex) = &a.candidates[p.idx];
+        let sid = ex.session_id.as_deref().unwrap_or_default();
+        let k = key(&file.app, sid);
+        if changed.contains(&k) || state.ledger.entries.get(&k) != p.entry.as_deref() {
+            not_started(summary, &p);
+            summary.skip(SkippedItem::of(
+                file,
+                ex,
+                Reason::ChangedDuringSweep,
+                Some(CHANGED.into()),
+            ));
+            continue;
+        }
+        if !a.breaker_started {
+            a.breaker_started = true;
+            let max = a.opts.budget.breaker_failures;
+            let home = &a.cx.almanac_home;
+            if let Err(e) = crate::capture::breaker::start(home, &a.sweep_id, max) {
+                eprintln!("almanac: cannot write the circuit breaker state: {e}");
             }
         }
-        let has_pending = done.has_pending || loaded.as_ref().is_some_and(|s| s.has_pending());
-        if !done.worker_alive && has_pending {
-            if let Err(err) = capture::spawn_worker(repo) {
-                let msg = format!("cannot start the background worker: {err}");
-                fail_started(repo, loaded, new_runs, &msg, now, summary);
-                continue;
-            }
-        }
-        summary.started.extend(new_runs);
+        let c = &a.candidates[p.idx];
+        queue_part(
+            a.cx,
+            c,
+            &p,
+            a.opts,
+            &a.sweep_id,
+            &mut updates,
+            &mut started,
+            summary,
+        );
     }
+    let new_runs = started.remove(repo).unwrap_or_default();
+    let apply = updates.0.remove(repo).unwrap_or_default();
+    if !apply.is_empty() {
+        state
+            .ledger
+            .entries
+            .extend(apply.into_iter().map(|(k, u)| (k, u.new)));
+        if let Err(err) = state.save(now) {
+            // No ledger waits for the runs just queued: they never run.
+            let ids: Vec<String> = new_runs.iter().map(|s| s.run_id.clone()).collect();
+            let why = format!("cancelled: the ledger could not be saved: {err}");
+            record::cancel_queued(&ledger::runs_dir(repo), &ids, &why, &policy::iso(now));
+            summary.eligible -= new_runs.len().min(summary.eligible as usize) as u64;
+            let path = ledger::ledger_path(repo);
+            summary.attention(SkippedItem::of_store(
+                repo,
+                &path,
+                Reason::LedgerUnwritable,
+                err.to_string(),
+            ));
+            return;
+        }
+    }
+    // Checked after the runs were queued: a worker that leaves now looks at the queue once more.
+    if state.has_pending() && !ledger::worker_alive(repo) {
+        if let Err(err) = capture::spawn_worker(repo) {
+            let msg = format!("cannot start the background worker: {err}");
+            fail_started(repo, Some(state), new_runs, &msg, now, summary);
+            return;
+        }
+    }
+    summary.started.extend(new_runs);
+}
+
+const CHANGED: &str = "its ledger entry changed after this sweep read it (a worker finished a run, \
+    `capture reset`, or another almanac's sweep queued it); nothing was started, the next sweep decides again";
+
+/// A planned part whose runs this sweep does not start after all: it leaves the eligible count and the
+/// totals.
+fn not_started(summary: &mut Summary, p: &Planned) {
+    summary.eligible = summary.eligible.saturating_sub(1);
+    let t = &mut summary.totals;
+    t.runs = t.runs.saturating_sub(p.chunks.len() as u64);
+    let bytes: u64 = p.chunks.iter().map(|c| c.to - c.from).sum();
+    t.new_bytes = t.new_bytes.saturating_sub(bytes);
+    let tokens: u64 = p.chunks.iter().map(|c| est_tokens(c.to - c.from)).sum();
+    t.est_tokens = t.est_tokens.saturating_sub(tokens);
+    let turns = p.part.as_ref().map(|s| s.user_turns).unwrap_or(0);
+    t.new_turns = t.new_turns.saturating_sub(turns);
 }
 
 /// The worker could not start: the runs this sweep queued fail (record and entry), and are reported.

@@ -1,6 +1,8 @@
 //! Phase 2, decide: repo by repo (two at a time), lock (live) and load the ledger, reconcile it with its
 //! run records, and ask the policy about each of the repo's transcripts from a small view of its entry.
 //! Only the entries of eligible transcripts are kept, so memory does not grow with every ledger together.
+//! A repo's lock is held for its pass only (the act phase takes it again), so a sweep holds at most one
+//! lock per thread, whatever the number of repos.
 
 use super::gather::Candidate;
 use super::summary::{SkippedItem, Summary};
@@ -160,8 +162,6 @@ pub struct RepoDone {
 pub struct Decisions {
     pub work: Vec<Work>,
     pub repos: Vec<RepoDone>,
-    /// Repo locks held (live) until the sweep has acted.
-    pub guards: Vec<FileLock>,
 }
 
 /// Decides every candidate; skips and attention items go to the summary, eligible ones come back.
@@ -178,16 +178,21 @@ pub fn decide(
             by_repo.entry(r.as_os_str()).or_default().push(i);
         }
     }
-    let mut groups: Vec<(&Path, Vec<usize>)> = by_repo
+    let groups: Vec<(&Path, Vec<usize>)> = by_repo
         .into_iter()
         .map(|(r, v)| (Path::new(r), v))
         .collect();
-    let guards = match live {
-        true => lock_repos(&mut groups, summary),
-        false => Vec::new(),
-    };
+    // One wait for the whole phase: a sweep never waits more than `REPO_LOCK_WAIT` for its repos.
+    let deadline = std::time::Instant::now() + ledger::REPO_LOCK_WAIT;
     let mut passes = crate::util::par::map(&groups, |(repo, idxs)| {
-        repo_pass(repo, idxs, candidates, catalog, settings, live)
+        repo_pass(
+            repo,
+            idxs,
+            candidates,
+            catalog,
+            settings,
+            live.then_some(deadline),
+        )
     });
     drop(groups);
     let internal: HashSet<String> = passes
@@ -198,7 +203,6 @@ pub fn decide(
     let mut out = Decisions {
         work: Vec::new(),
         repos: Vec::with_capacity(passes.len()),
-        guards,
     };
     for pass in passes {
         report_store_problems(&pass, live, summary);
@@ -358,16 +362,18 @@ fn report_store_problems(pass: &RepoPass, live: bool, summary: &mut Summary) {
     }
 }
 
-/// Locks (live) and loads one repo's ledger, reconciles it with its run records (a live sweep saves the
-/// result at once), and decides each of the repo's transcripts. The ledger is dropped on return.
+/// Locks (live: within `deadline`) and loads one repo's ledger, reconciles it with its run records (a live
+/// sweep saves the result at once), and decides each of the repo's transcripts. The ledger is dropped and
+/// the lock released on return.
 fn repo_pass(
     repo: &Path,
     idxs: &[usize],
     candidates: &[Candidate],
     catalog: &Catalog,
     settings: &Settings,
-    live: bool,
+    deadline: Option<std::time::Instant>,
 ) -> RepoPass {
+    let live = deadline.is_some();
     let mut pass = RepoPass {
         repo: repo.to_path_buf(),
         error: None,
@@ -378,6 +384,13 @@ fn repo_pass(
         agent_sessions: Default::default(),
         decided: Vec::new(),
         outside_wiki: Vec::new(),
+    };
+    let _guard = match deadline.map(|d| open_store(repo, d)).transpose() {
+        Ok(g) => g,
+        Err(e) => {
+            pass.error = Some(e);
+            return pass;
+        }
     };
     let mut state = match load_reconciled(repo, settings.now, live, &mut pass) {
         Ok(s) => s,
@@ -433,7 +446,7 @@ fn repo_pass(
     pass
 }
 
-/// The repo's ledger (locked by `lock_repos` when live), loaded and reconciled; a live sweep writes
+/// The repo's ledger (locked by `repo_pass` when live), loaded and reconciled; a live sweep writes
 /// what reconciling changed at once.
 fn load_reconciled(
     repo: &Path,
@@ -460,41 +473,21 @@ fn load_reconciled(
     Ok(state)
 }
 
-/// Takes each repo's lock in one global order (the repos sorted by path, as every almanac sorts them),
-/// waiting at most `REPO_LOCK_WAIT` in all: two sweeps (two `ALMANAC_HOME`s on one machine) can then
-/// never deadlock on each other's repos, and a repo still held when the wait is over is reported
-/// `ledger-busy` and left to the next sweep. The repos that could not be locked leave `groups`.
-fn lock_repos(groups: &mut Vec<(&Path, Vec<usize>)>, summary: &mut Summary) -> Vec<FileLock> {
-    let deadline = std::time::Instant::now() + ledger::REPO_LOCK_WAIT;
-    let mut guards = Vec::with_capacity(groups.len());
-    groups.retain(|(repo, _)| {
-        let wait = deadline.saturating_duration_since(std::time::Instant::now());
-        let (reason, detail) = match open_store(repo, wait) {
-            Ok(g) => {
-                guards.push(g);
-                return true;
-            }
-            Err(problem) => problem,
-        };
-        summary.attention(SkippedItem::of_store(
-            repo,
-            &ledger::ledger_path(repo),
-            reason,
-            detail,
-        ));
-        false
-    });
-    guards
-}
-
-/// A repo's run store checked (no link out of the repo) and locked within `wait`.
-fn open_store(repo: &Path, wait: std::time::Duration) -> Result<FileLock, (Reason, String)> {
+/// A repo's run store checked (no link out of the repo) and locked, waiting until `deadline` at most: a
+/// repo another process holds longer is `ledger-busy` and left to the next sweep. A sweep holds one
+/// repo lock per thread at a time and waits for no other lock while holding it, so two sweeps (two
+/// `ALMANAC_HOME`s on one machine) never deadlock on each other's repos.
+pub(super) fn open_store(
+    repo: &Path,
+    deadline: std::time::Instant,
+) -> Result<FileLock, (Reason, String)> {
     ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
+    let wait = deadline.saturating_duration_since(std::time::Instant::now());
     ledger::open_for_writing(repo, wait).map_err(|e| match e {
         ledger::OpenError::Busy(holder) => (
             Reason::LedgerBusy,
             format!(
-                "another almanac process{} held the repo's ledger lock for {}; nothing was decided in this repo, the next sweep tries again",
+                "another almanac process{} held the repo's ledger lock for {}; nothing was started in this repo, the next sweep tries again",
                 holder.map(|h| format!(" (pid {})", h.pid)).unwrap_or_default(),
                 crate::util::duration::format_duration(ledger::REPO_LOCK_WAIT)
             ),

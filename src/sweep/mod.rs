@@ -3,7 +3,8 @@
 //! 1. `gather`: walk the stores, heads from the discovery cache or read, repos mapped;
 //! 2. `decide`: repo by repo, the ledger loaded and reconciled, the policy asked about each transcript;
 //! 3. `plan`: the new parts read (`range`), then the run and token budget spent over them;
-//! 4. `act`: runs queued, ledgers saved, one background worker started per repo;
+//! 4. `act`: repo by repo under its lock again, the entries still as found updated, their runs queued,
+//!    ledgers saved, one background worker started per repo;
 //! 5. report: the discovery cache saved, the `Summary` sorted (`write_last_sweep` for the scheduler).
 //!
 //! A dry run reports and writes nothing.
@@ -58,13 +59,14 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     trace.mark("new parts read");
     let planned = plan::spend_budget(catalog, candidates, plans, opts, &mut summary);
 
-    let started = act::queue_runs(cx, candidates, planned, opts, &mut updates, &mut summary);
     if live {
-        let now = opts.settings.now;
-        act::save_and_start(&decisions.repos, updates, started, now, &mut summary);
+        crate::util::fault::pause("before-act");
+        let repos = &decisions.repos;
+        act::act(cx, candidates, repos, planned, updates, opts, &mut summary);
+    } else {
+        act::list_runs(candidates, planned, &mut summary);
     }
     gather::save_cache(catalog, &gathered);
-    drop(decisions.guards);
     trace.mark("acted and saved");
     summary.sort();
     summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;

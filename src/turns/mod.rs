@@ -10,6 +10,8 @@ use crate::rules::{RuleSet, TurnsRule};
 use crate::util::lines::{parse_object, LineReader};
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::io::{self, Read};
 
 pub const USER_MAX_BYTES: usize = 2 * 1024;
@@ -100,7 +102,9 @@ struct Builder<'a> {
 struct Current {
     rec: TurnRecord,
     assistant: String,
-    seen: Vec<(Option<String>, String)>,
+    /// The assistant blocks taken so far, as (group, sha256 of the text): a long turn is linear, and
+    /// holds no text twice. Emptied once the text is cut (no later block can change it).
+    seen: HashSet<(Option<String>, [u8; 32])>,
 }
 
 impl<'a> Builder<'a> {
@@ -130,7 +134,7 @@ impl<'a> Builder<'a> {
         self.current = Some(Current {
             rec,
             assistant: String::new(),
-            seen: Vec::new(),
+            seen: HashSet::new(),
         });
     }
 
@@ -145,12 +149,13 @@ impl<'a> Builder<'a> {
     fn assistant(&mut self, line: u64, ts: &Option<String>, group: Option<String>, text: String) {
         let max = self.opts.assistant_max;
         let c = self.current(line, ts);
-        // Streamed or replayed blocks: the same text under the same message id counts once.
-        if c.seen.iter().any(|(g, t)| *g == group && *t == text) {
+        // Cut already: nothing more is taken, repeated or not.
+        if c.rec.truncated.contains(&"assistant") {
             return;
         }
-        c.seen.push((group, text.clone()));
-        if c.rec.truncated.contains(&"assistant") {
+        // Streamed or replayed blocks: the same text under the same message id counts once.
+        let hash: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        if !c.seen.insert((group, hash)) {
             return;
         }
         if !c.assistant.is_empty() {
@@ -161,6 +166,7 @@ impl<'a> Builder<'a> {
             let (t, _) = cut(&c.assistant, max);
             c.assistant = t;
             c.rec.truncated.push("assistant");
+            c.seen = HashSet::new();
         }
     }
 

@@ -31,3 +31,26 @@ pub fn disk_full(name: &str) -> std::io::Result<()> {
 pub fn disk_full(_name: &str) -> std::io::Result<()> {
     Ok(())
 }
+
+/// For concurrency tests: with `ALMANAC_FAULT=pause-<name>` and `ALMANAC_FAULT_FILE` set, creates
+/// `<ALMANAC_FAULT_FILE>.reached` and waits (at most 60 s) while `ALMANAC_FAULT_FILE` exists, so a test
+/// can change the world at exactly this point.
+#[cfg(debug_assertions)]
+pub fn pause(name: &str) {
+    let on = std::env::var("ALMANAC_FAULT").is_ok_and(|v| v.strip_prefix("pause-") == Some(name));
+    let Some(file) = std::env::var_os("ALMANAC_FAULT_FILE").filter(|_| on) else {
+        return;
+    };
+    let file = std::path::PathBuf::from(file);
+    let mut reached = file.clone().into_os_string();
+    reached.push(".reached");
+    let _ = std::fs::write(&reached, b"");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while file.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn pause(_name: &str) {}

@@ -17,6 +17,7 @@ mod mock_model;
 mod perf;
 mod polish;
 mod real_clients;
+mod resources;
 mod rules_cli;
 mod sweep;
 mod turns;

@@ -96,7 +96,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 30] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,

@@ -227,7 +227,20 @@ pub fn run(
     agent_io::become_subreaper();
     agent_io::reap_zombies(None);
     let before: HashSet<u32> = agent_io::descendants().iter().map(|p| p.pid).collect();
-    let mut child = match spawn(def, argv, prompt, repo) {
+    // Unless stdout is searched for the session event, stdout and stderr share one pipe: the log keeps
+    // their order, as a terminal would show it.
+    let shared = match def.session_id.from_stdout {
+        Some(_) => None,
+        None => match std::io::pipe() {
+            Ok(p) => Some(p),
+            Err(e) => return fail(format!("cannot make a pipe for the agent's output: {e}")),
+        },
+    };
+    let (shared_rx, shared_tx) = match shared {
+        Some((r, w)) => (Some(r), Some(w)),
+        None => (None, None),
+    };
+    let mut child = match spawn(def, argv, prompt, repo, shared_tx) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -243,16 +256,20 @@ pub fn run(
         pipes.feed(stdin, prompt.as_bytes().to_vec());
     }
     let (id_tx, id_rx) = mpsc::channel::<String>();
-    match (child.stdout.take(), &def.session_id.from_stdout) {
-        (Some(out), Some(ev)) => pipes.watch(out, ev.clone(), id_tx),
-        (Some(out), None) => pipes.copy(out),
+    // The sender lives only in the stdout thread, so the forwarder below ends when that thread does.
+    match (child.stdout.take(), &def.session_id.from_stdout, id_tx) {
+        (Some(out), Some(ev), id_tx) => pipes.watch(out, ev.clone(), id_tx),
+        (Some(out), None, _) => pipes.copy(out),
         _ => {}
+    }
+    if let Some(out) = shared_rx {
+        pipes.copy(out);
     }
     if let Some(err) = child.stderr.take() {
         pipes.copy(err);
     }
     let ids = tx.clone();
-    std::thread::spawn(move || {
+    let forwarder = std::thread::spawn(move || {
         while let Ok(id) = id_rx.recv() {
             let _ = ids.send(Event::Session(id));
         }
@@ -270,6 +287,8 @@ pub fn run(
     } else {
         PIPE_GRACE
     });
+    // Every id read is now forwarded: the stdout thread was joined, so the forwarder ends.
+    let _ = forwarder.join();
     while let Ok(ev) = rx.try_recv() {
         if let Event::Session(id) = ev {
             on_id(&id);
@@ -312,8 +331,14 @@ fn report_escaped(log: &File, agent: u32, before: &HashSet<u32>, held_open: bool
 }
 
 /// Starts the agent in its own process group, stdout and stderr piped to almanac (which bounds the
-/// log), stdin the prompt or /dev/null.
-fn spawn(def: &AgentDef, argv: &[String], prompt: &str, repo: &Path) -> Result<Child, String> {
+/// log; `shared`: one pipe for both), stdin the prompt or /dev/null.
+fn spawn(
+    def: &AgentDef,
+    argv: &[String],
+    prompt: &str,
+    repo: &Path,
+    shared: Option<std::io::PipeWriter>,
+) -> Result<Child, String> {
     use std::os::unix::process::CommandExt;
     let Some(program) = resolve_program(&argv[0]) else {
         return Err(format!(
@@ -328,9 +353,12 @@ fn spawn(def: &AgentDef, argv: &[String], prompt: &str, repo: &Path) -> Result<C
             AgentStdin::Prompt => Stdio::piped(),
             AgentStdin::Null => Stdio::null(),
         })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0);
+    match shared.map(|w| w.try_clone().map(|w2| (w, w2))) {
+        Some(Ok((w, w2))) => cmd.stdout(w).stderr(w2),
+        Some(Err(e)) => return Err(format!("cannot make a pipe for the agent's output: {e}")),
+        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+    };
     cmd.spawn().map_err(|e| {
         let in_argv = def.command.iter().any(|a| a.contains("{prompt}"));
         if e.raw_os_error() == Some(libc::E2BIG) && in_argv {

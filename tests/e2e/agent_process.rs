@@ -294,7 +294,7 @@ fn the_run_log_keeps_head_and_tail_within_the_configured_size() {
 }
 
 const LONG_LINE_AGENT: &str = r#"#!/bin/sh
-head -c 300000000 /dev/zero | tr '\0' x
+head -c 120000000 /dev/zero | tr '\0' x
 echo
 echo '{"type":"thread.started","thread_id":"0199aaaa-bbbb-7ccc-8ddd-000000000004"}'
 "#;
@@ -324,17 +324,18 @@ fn a_huge_stdout_line_is_never_held_whole() {
         .env("ALMANAC_HOME", l.w.almanac_home())
         .args(["capture", "worker", "--repo"])
         .arg(&l.repo)
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut peak = 0;
     let start = Instant::now();
-    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(120) {
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(300) {
         peak = peak.max(peak_kib(child.id()).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(peak < 100 * 1024, "the worker held {peak} KiB");
+    assert!(peak < 50 * 1024, "the worker held {peak} KiB");
     let r = &l.runs()[0];
     assert_eq!(r["status"], "done", "{r}");
     assert_eq!(r["agentSessionId"], "0199aaaa-bbbb-7ccc-8ddd-000000000004");

@@ -1,17 +1,19 @@
 //! Runs the capture agent: an argv (never a shell) with placeholders filled, in the repo root, in its own
-//! process group, stdin from /dev/null, output to the run's log. Past the timeout the whole group is
-//! killed. The agent's profile says how its own session id is learned: generated and passed as
+//! process group, stdin the prompt (or /dev/null), stdout and stderr through almanac into the run's
+//! bounded log (`agent_io`). Past the timeout the whole group is killed, and the pipes are never waited
+//! on past it; at the end of every run the group is killed and descendants that left it are reported. The agent's profile says how its own session id is learned: generated and passed as
 //! `{session_id}` (preset), or read from its stdout JSON lines, or both.
 
+use super::agent_io::{self, Pipes};
+use super::logs::BoundedLog;
 use super::run::RunRecord;
-use crate::config::{AgentDef, StdoutEvent};
-use std::collections::HashMap;
+use crate::config::{AgentDef, AgentStdin};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub struct Outcome {
@@ -80,6 +82,36 @@ pub enum Learned<'a> {
 
 pub use crate::ledger::record::AgentProcess;
 
+/// What bounds one run: its duration (pipes included) and how much of its output the log keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub timeout: Duration,
+    pub max_log_bytes: u64,
+}
+
+/// Reads the run's prompt (`runs/<id>.prompt.md`, never through a link, never blocking on a FIFO). A
+/// prompt that cannot be read (missing too) fails the run, naming the file: an agent started without it
+/// would be asked to capture nothing, and its exit 0 would move the cursor past lines nobody captured.
+fn read_prompt(path: &str) -> Result<String, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .and_then(|mut f| {
+            if !f.metadata()?.is_file() {
+                return Err(std::io::Error::other("not a regular file"));
+            }
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            Ok(bytes)
+        });
+    match read {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) => Err(format!("cannot read the prompt file {path}: {e}")),
+    }
+}
+
 /// Runs `def` for one capture run: fills the placeholders from the run record and the prompt file,
 /// generates a preset session id when the profile says the agent accepts one, logs the argv (prompt
 /// redacted) and the outcome to `log`, and runs the agent. `on_session` hears each session id learned:
@@ -89,10 +121,21 @@ pub fn invoke(
     record: &RunRecord,
     repo: &Path,
     log: &File,
-    timeout: Duration,
+    limits: Limits,
     mut on_session: impl FnMut(Learned<'_>),
 ) -> Outcome {
-    let prompt_text = std::fs::read_to_string(&record.prompt_path).unwrap_or_default();
+    let mut w = log;
+    let prompt_text = match read_prompt(&record.prompt_path) {
+        Ok(text) => text,
+        Err(error) => {
+            let _ = writeln!(w, "{} almanac: {error}", now_iso());
+            return Outcome {
+                exit_code: None,
+                error: Some(error),
+                agent_pid: None,
+            };
+        }
+    };
     let mut vars: HashMap<&str, String> = HashMap::new();
     vars.insert("prompt", prompt_text);
     vars.insert("prompt_file", record.prompt_path.clone());
@@ -105,15 +148,19 @@ pub fn invoke(
         vars.insert("session_id", id);
     }
     let argv = fill(&def.command, &vars);
-    let mut w = log;
     let _ = writeln!(
         w,
-        "{} almanac: running agent {}: {:?}",
+        "{} almanac: running agent {}{}: {:?}",
         now_iso(),
         def.name,
+        match def.stdin {
+            AgentStdin::Prompt => " (the prompt on stdin)",
+            AgentStdin::Null => "",
+        },
         redact_prompt(&argv, &vars)
     );
-    let out = run(def, &argv, repo, log, timeout, &mut on_session);
+    let prompt = vars.remove("prompt").unwrap_or_default();
+    let out = run(def, &argv, &prompt, repo, log, limits, &mut on_session);
     let _ = writeln!(
         w,
         "{} almanac: agent finished: {}",
@@ -147,12 +194,17 @@ enum Event {
     Exited(Option<ExitStatus>),
 }
 
+/// How long the agent's pipes may stay open after it exited (a child of its still writing) before
+/// almanac stops reading them.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
 pub fn run(
     def: &AgentDef,
     argv: &[String],
+    prompt: &str,
     repo: &Path,
     log: &File,
-    timeout: Duration,
+    limits: Limits,
     on_learn: &mut impl FnMut(Learned<'_>),
 ) -> Outcome {
     let fail = |error: String| Outcome {
@@ -160,7 +212,26 @@ pub fn run(
         error: Some(error),
         agent_pid: None,
     };
-    let mut child = match spawn(def, argv, repo, log) {
+    let Ok(log_copy) = log.try_clone() else {
+        return fail("cannot open the run log".into());
+    };
+    agent_io::become_subreaper();
+    agent_io::reap_zombies(None);
+    let before: HashSet<u32> = agent_io::descendants().iter().map(|p| p.pid).collect();
+    // Unless stdout is searched for the session event, stdout and stderr share one pipe: the log keeps
+    // their order, as a terminal would show it.
+    let shared = match def.session_id.from_stdout {
+        Some(_) => None,
+        None => match std::io::pipe() {
+            Ok(p) => Some(p),
+            Err(e) => return fail(format!("cannot make a pipe for the agent's output: {e}")),
+        },
+    };
+    let (shared_rx, shared_tx) = match shared {
+        Some((r, w)) => (Some(r), Some(w)),
+        None => (None, None),
+    };
+    let mut child = match spawn(def, argv, prompt, repo, shared_tx) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -171,42 +242,94 @@ pub fn run(
     }));
     crate::util::fault::point("agent-spawned");
     let (tx, rx) = mpsc::channel::<Event>();
-    let reader = match (
-        child.stdout.take(),
-        &def.session_id.from_stdout,
-        log.try_clone(),
-    ) {
-        (Some(stdout), Some(event), Ok(log)) => {
-            Some(read_session(stdout, event.clone(), log, tx.clone()))
+    let mut pipes = Pipes::new(BoundedLog::new(log_copy, limits.max_log_bytes));
+    if let Some(stdin) = child.stdin.take() {
+        pipes.feed(stdin, prompt.as_bytes().to_vec());
+    }
+    let (id_tx, id_rx) = mpsc::channel::<String>();
+    // The sender lives only in the stdout thread, so the forwarder below ends when that thread does.
+    match (child.stdout.take(), &def.session_id.from_stdout, id_tx) {
+        (Some(out), Some(ev), id_tx) => pipes.watch(out, ev.clone(), id_tx),
+        (Some(out), None, _) => pipes.copy(out),
+        _ => {}
+    }
+    if let Some(out) = shared_rx {
+        pipes.copy(out);
+    }
+    if let Some(err) = child.stderr.take() {
+        pipes.copy(err);
+    }
+    let ids = tx.clone();
+    let forwarder = std::thread::spawn(move || {
+        while let Ok(id) = id_rx.recv() {
+            let _ = ids.send(Event::Session(id));
         }
-        _ => None,
-    };
+    });
     // A thread blocked in wait() reports the exit the moment it happens: no polling.
     std::thread::spawn(move || {
         let _ = tx.send(Event::Exited(child.wait().ok()));
     });
     let mut on_id = |id: &str| on_learn(Learned::FromStdout(id));
-    let (status, timed_out) = wait(&rx, pid as i32, timeout, &mut on_id);
+    let (status, timed_out) = wait(&rx, pid as i32, limits.timeout, &mut on_id);
     // Whatever the agent left running in its group goes with it.
     crate::util::process::kill_group(pid as i32, libc::SIGKILL);
-    if let Some(r) = reader {
-        let _ = r.join();
-    }
+    let held_open = pipes.finish(if timed_out {
+        Duration::from_millis(200)
+    } else {
+        PIPE_GRACE
+    });
+    // Every id read is now forwarded: the stdout thread was joined, so the forwarder ends.
+    let _ = forwarder.join();
     while let Ok(ev) = rx.try_recv() {
         if let Event::Session(id) = ev {
             on_id(&id);
         }
     }
+    report_escaped(log, pid, &before, held_open);
     let exit_code = status.and_then(|s| s.code());
     Outcome {
         exit_code,
-        error: describe_failure(def, status, timed_out, timeout),
+        error: describe_failure(def, status, timed_out, limits.timeout),
         agent_pid: Some(pid),
     }
 }
 
-/// Starts the agent in its own process group; stdout is piped when the session id is read from it.
-fn spawn(def: &AgentDef, argv: &[String], repo: &Path, log: &File) -> Result<Child, String> {
+/// Writes one line per descendant of the agent still running outside its (killed) process group: it
+/// left the group (setsid, setpgid), so almanac neither waited for it nor stopped it.
+fn report_escaped(log: &File, agent: u32, before: &HashSet<u32>, held_open: bool) {
+    let mut w = log;
+    agent_io::reap_zombies(Some(agent));
+    for p in agent_io::descendants() {
+        if before.contains(&p.pid) || p.pid == agent || p.state == 'Z' {
+            continue;
+        }
+        let _ = writeln!(
+            w,
+            "{} almanac: pid {} ({}) left its process group (now group {}) and is still running; it was not stopped",
+            now_iso(),
+            p.pid,
+            p.comm,
+            p.pgid
+        );
+    }
+    if held_open {
+        let _ = writeln!(
+            w,
+            "{} almanac: the agent's output was still held open by a process outside its group; stopped reading it",
+            now_iso()
+        );
+    }
+}
+
+/// Starts the agent in its own process group, stdout and stderr piped to almanac (which bounds the
+/// log; `shared`: one pipe for both), stdin the prompt or /dev/null.
+fn spawn(
+    def: &AgentDef,
+    argv: &[String],
+    prompt: &str,
+    repo: &Path,
+    shared: Option<std::io::PipeWriter>,
+) -> Result<Child, String> {
     use std::os::unix::process::CommandExt;
     let Some(program) = resolve_program(&argv[0]) else {
         return Err(format!(
@@ -214,53 +337,33 @@ fn spawn(def: &AgentDef, argv: &[String], repo: &Path, log: &File) -> Result<Chi
             def.name, argv[0], def.name
         ));
     };
-    let (Ok(out_log), Ok(err_log)) = (log.try_clone(), log.try_clone()) else {
-        return Err("cannot open the run log".into());
-    };
     let mut cmd = Command::new(&program);
     cmd.args(&argv[1..])
         .current_dir(repo)
-        .stdin(Stdio::null())
-        .stderr(Stdio::from(err_log))
+        .stdin(match def.stdin {
+            AgentStdin::Prompt => Stdio::piped(),
+            AgentStdin::Null => Stdio::null(),
+        })
         .process_group(0);
-    if def.session_id.from_stdout.is_some() {
-        cmd.stdout(Stdio::piped());
-    } else {
-        cmd.stdout(Stdio::from(out_log));
-    }
+    match shared.map(|w| w.try_clone().map(|w2| (w, w2))) {
+        Some(Ok((w, w2))) => cmd.stdout(w).stderr(w2),
+        Some(Err(e)) => return Err(format!("cannot make a pipe for the agent's output: {e}")),
+        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+    };
     cmd.spawn().map_err(|e| {
-        format!(
-            "agent \"{}\": cannot start {}: {e}",
-            def.name,
-            program.display()
-        )
-    })
-}
-
-/// Copies the agent's stdout to the log and sends the `field` of the first JSON line whose `type` is
-/// the profile's event.
-fn read_session(
-    stdout: std::process::ChildStdout,
-    StdoutEvent { event, field }: StdoutEvent,
-    mut log: File,
-    tx: mpsc::Sender<Event>,
-) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
-            let _ = log.write_all(&line);
-            let _ = log.write_all(b"\n");
-            if sent {
-                continue;
-            }
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) {
-                if v.get("type").and_then(|t| t.as_str()) == Some(event.as_str()) {
-                    if let Some(id) = v.get(&field).and_then(|f| f.as_str()) {
-                        let _ = tx.send(Event::Session(id.to_string()));
-                        sent = true;
-                    }
-                }
-            }
+        let in_argv = def.command.iter().any(|a| a.contains("{prompt}"));
+        if e.raw_os_error() == Some(libc::E2BIG) && in_argv {
+            format!(
+                "agent \"{}\": the prompt ({} bytes) is too long to pass as an argument ({e}); give it on stdin instead: drop {{prompt}} from the command and set stdin = \"prompt\", or pass {{prompt_file}}",
+                def.name,
+                prompt.len()
+            )
+        } else {
+            format!(
+                "agent \"{}\": cannot start {}: {e}",
+                def.name,
+                program.display()
+            )
         }
     })
 }

@@ -2,8 +2,10 @@
 //! repo's queued captures one after another.
 
 pub mod agent;
+mod agent_io;
 pub mod breaker;
 mod held;
+pub mod logs;
 pub mod orphan;
 pub mod prompt;
 pub mod slots;
@@ -94,7 +96,9 @@ pub fn queue(
 pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
     use std::os::unix::process::CommandExt;
     crate::ledger::guard::ensure_safe(repo)?;
-    let log = crate::util::atomic::open_append_private(&crate::ledger::worker_log_path(repo))?;
+    let path = crate::ledger::worker_log_path(repo);
+    logs::rotate(&path, logs::WORKER_LOG_MAX);
+    let log = crate::util::atomic::open_append_private(&path)?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["capture", "worker", "--repo"])

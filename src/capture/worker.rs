@@ -243,6 +243,7 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
         return;
     }
     let runs = runs_dir(repo);
+    super::logs::rotate_worker_log(repo);
     note(&format!(
         "running {} ({} {} lines {}-{})",
         record.run_id, record.app, record.session_id, record.from_line, record.to_line
@@ -259,9 +260,12 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
             Some(def) => {
                 // The agent reads this copy; `record` itself takes the session id as it is learned.
                 let queued = record.clone();
-                let timeout = config.capture.timeout;
+                let limits = agent::Limits {
+                    timeout: config.capture.timeout,
+                    max_log_bytes: config.capture.max_log_bytes,
+                };
                 let before = super::verify::Snapshot::take(repo);
-                let out = agent::invoke(def, &queued, repo, &log, timeout, |learned| {
+                let out = agent::invoke(def, &queued, repo, &log, limits, |learned| {
                     learn(repo, &runs, &mut record, held, learned)
                 });
                 record.agent_pid = out.agent_pid;

@@ -10,8 +10,33 @@ use std::sync::OnceLock;
 pub struct AgentDef {
     pub name: String,
     pub command: Vec<String>,
+    /// What the agent reads on stdin: the prompt (so it is in no process's argv), or nothing.
+    pub stdin: AgentStdin,
     /// How almanac learns the agent's own session id, so its transcripts are known as almanac's own.
     pub session_id: SessionIdSource,
+}
+
+/// What a capture agent is given on standard input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum AgentStdin {
+    /// /dev/null.
+    #[serde(rename = "none")]
+    Null,
+    /// The prompt's text, then end of file. Unlike an argument, stdin is not readable by other local
+    /// users (`/proc/<pid>/cmdline` is).
+    #[serde(rename = "prompt")]
+    Prompt,
+}
+
+impl AgentStdin {
+    /// Unless a profile says: the prompt on stdin, except for a command that passes `{prompt}` itself.
+    pub fn default_for(command: &[String]) -> AgentStdin {
+        if command.iter().any(|a| a.contains("{prompt}")) {
+            AgentStdin::Null
+        } else {
+            AgentStdin::Prompt
+        }
+    }
 }
 
 /// How almanac learns a capture agent's own session id. Both ways may be set; with neither, almanac
@@ -79,6 +104,7 @@ pub const AGENT_SCHEMA: &str = include_str!("../../schemas/agent.schema.json");
 struct RawAgent {
     name: String,
     command: Vec<String>,
+    stdin: Option<AgentStdin>,
     session_id: RawSessionId,
 }
 
@@ -141,6 +167,9 @@ fn profile(src: &str) -> Result<AgentDef, String> {
         return Err("session_id: set preset: true or from_stdout".into());
     }
     Ok(AgentDef {
+        stdin: raw
+            .stdin
+            .unwrap_or_else(|| AgentStdin::default_for(&raw.command)),
         name: raw.name,
         command: raw.command,
         session_id: SessionIdSource {
@@ -166,6 +195,15 @@ mod tests {
         let claude = &agents[0];
         assert_eq!(claude.command[0], "claude");
         assert!(claude.session_id.preset && claude.session_id.from_stdout.is_none());
+        // The prompt goes on stdin, never in argv, where every local user could read it.
+        for a in &agents {
+            assert_eq!(a.stdin, AgentStdin::Prompt, "{}", a.name);
+            assert!(
+                !a.command.iter().any(|c| c.contains("{prompt}")),
+                "{}",
+                a.name
+            );
+        }
         let codex = &agents[1];
         assert_eq!(codex.command[..2], ["codex", "exec"]);
         assert!(!codex.session_id.preset);
@@ -173,7 +211,7 @@ mod tests {
     }
 
     /// Uses every key the schema defines.
-    const KITCHEN_SINK: &str = "name: sink\ncommand: [sink, \"{prompt}\", \"{session_id}\"]\nsession_id:\n  preset: true\n  from_stdout: { event: started, field: id }\n";
+    const KITCHEN_SINK: &str = "name: sink\ncommand: [sink, \"{prompt}\", \"{session_id}\"]\nstdin: none\nsession_id:\n  preset: true\n  from_stdout: { event: started, field: id }\n";
 
     fn schema_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
         match v {

@@ -8,13 +8,18 @@ mod agents;
 mod edit;
 mod parse;
 
-pub use agents::{builtin_agents, AgentDef, SessionIdSource, StdoutEvent, PLACEHOLDERS};
+pub use agents::{
+    builtin_agents, AgentDef, AgentStdin, SessionIdSource, StdoutEvent, PLACEHOLDERS,
+};
 pub use edit::{write_automation, AutomationSettings};
 pub use parse::parse;
 
 use chrono::{DateTime, Utc};
 use std::path::Path;
 use std::time::Duration;
+
+/// The default `[capture] max_log_bytes`.
+pub const DEFAULT_MAX_LOG_BYTES: u64 = 8 << 20;
 
 #[derive(Debug, Clone)]
 pub struct CaptureConfig {
@@ -26,6 +31,8 @@ pub struct CaptureConfig {
     pub max_attempts: u32,
     /// `[capture] max_parallel_agents`, default 2: agents running at once across all repos.
     pub max_parallel_agents: u32,
+    /// `[capture] max_log_bytes`, default 8 MiB: the most of an agent's output a run log keeps.
+    pub max_log_bytes: u64,
     pub agents: Vec<AgentDef>,
 }
 
@@ -36,6 +43,7 @@ impl Default for CaptureConfig {
             timeout: Duration::from_secs(30 * 60),
             max_attempts: 3,
             max_parallel_agents: 2,
+            max_log_bytes: DEFAULT_MAX_LOG_BYTES,
             agents: builtin_agents(),
         }
     }

@@ -3,7 +3,8 @@
 
 use super::agents::check_placeholders;
 use super::{
-    parse_toml, AgentDef, CaptureConfig, Config, ConfigError, SessionIdSource, StdoutEvent,
+    parse_toml, AgentDef, AgentStdin, CaptureConfig, Config, ConfigError, SessionIdSource,
+    StdoutEvent,
 };
 use crate::util::duration::parse_duration;
 use chrono::{DateTime, Utc};
@@ -190,7 +191,8 @@ fn parse_apps(
     Ok(())
 }
 
-/// `[capture]`: `agent`, `timeout`, `max_attempts`, `max_parallel_agents`, then `[capture.agents.*]`.
+/// `[capture]`: `agent`, `timeout`, `max_attempts`, `max_parallel_agents`, `max_log_bytes`, then
+/// `[capture.agents.*]`.
 fn parse_capture(
     capture: &toml_edit::Item,
     out: &mut CaptureConfig,
@@ -243,6 +245,18 @@ fn parse_capture(
             })?;
         out.max_parallel_agents = n as u32;
     }
+    if let Some(item) = capture.get("max_log_bytes") {
+        let n = item
+            .as_integer()
+            .filter(|n| (4096..=1 << 40).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "capture.max_log_bytes",
+                    "expected a whole number of bytes, at least 4096 (default 8388608)".into(),
+                )
+            })?;
+        out.max_log_bytes = n as u64;
+    }
     if let Some(agents) = capture.get("agents") {
         let table = agents.as_table_like().ok_or_else(|| {
             bad(
@@ -261,7 +275,8 @@ fn parse_capture(
     Ok(())
 }
 
-/// `[capture.agents.<name>]`: `command`, and optionally `stdout_session_event` with
+/// `[capture.agents.<name>]`: `command`, optionally `stdin` ("prompt" or "none"; by default the prompt
+/// goes to stdin unless the command passes `{prompt}`), and optionally `stdout_session_event` with
 /// `stdout_session_field`. A config-defined agent declares how almanac learns its session id in
 /// these keys, translated here, once, to the explicit `SessionIdSource` a built-in profile states:
 /// a `{session_id}` placeholder anywhere in `command` means the agent accepts a preset id (almanac
@@ -310,9 +325,21 @@ fn parse_agent(name: &str, def: &toml_edit::Item, bad: Bad<'_>) -> Result<AgentD
         }
     };
     let preset = argv.iter().any(|a| a.contains("{session_id}"));
+    let stdin = match def.get("stdin").map(|v| v.as_str()) {
+        None => AgentStdin::default_for(&argv),
+        Some(Some("prompt")) => AgentStdin::Prompt,
+        Some(Some("none")) => AgentStdin::Null,
+        Some(_) => {
+            return Err(bad(
+                &format!("{key}.stdin"),
+                "expected \"prompt\" or \"none\"".into(),
+            ))
+        }
+    };
     Ok(AgentDef {
         name: name.to_string(),
         command: argv,
+        stdin,
         session_id: SessionIdSource {
             preset,
             from_stdout,

@@ -57,17 +57,37 @@ pub fn run_client(
     args: &[&str],
     cwd: &Path,
 ) -> Output {
+    run_client_stdin(w, mock, program, args, cwd, None)
+}
+
+/// `run_client` with `stdin` as the client's standard input (as the shipped profiles give the prompt).
+pub fn run_client_stdin(
+    w: &World,
+    mock: &MockModel,
+    program: &Path,
+    args: &[&str],
+    cwd: &Path,
+    stdin: Option<&str>,
+) -> Output {
+    use std::io::Write;
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
         .env_clear()
         .envs(client_env(w, mock))
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let child = cmd.spawn().expect("start the client");
+    let mut child = cmd.spawn().expect("start the client");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(text.as_bytes());
+    }
     let pid = child.id() as i32;
     let start = Instant::now();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -279,14 +299,12 @@ fn shipped_claude_profile_refuses_writes_outside_the_wiki() {
     ]);
     let argv = shipped_argv(
         "claude",
-        &[
-            ("prompt", "Update the wiki"),
-            ("session_id", "0b6f3c2e-58a1-4e0f-9d7c-2a4b6c8d0e10"),
-        ],
+        &[("session_id", "0b6f3c2e-58a1-4e0f-9d7c-2a4b6c8d0e10")],
     );
     assert!(!argv.iter().any(|a| a == "acceptEdits"), "{argv:?}");
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-    let out = run_client(&w, &mock, &claude, &args, &repo);
+    // The shipped profile gives the prompt on stdin, as almanac does.
+    let out = run_client_stdin(&w, &mock, &claude, &args, &repo, Some("Update the wiki"));
     let why = describe(&out, &mock);
     assert!(out.status.success(), "{why}");
     assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");
@@ -342,9 +360,9 @@ fn shipped_codex_profile_refuses_writes_outside_the_wiki() {
         Turn::Text("Done.".into()),
     ]);
     let repo_s = repo.display().to_string();
-    let argv = shipped_argv("codex", &[("prompt", "Update the wiki"), ("repo", &repo_s)]);
+    let argv = shipped_argv("codex", &[("repo", &repo_s)]);
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
-    let out = run_client(&w, &mock, &codex, &args, &repo);
+    let out = run_client_stdin(&w, &mock, &codex, &args, &repo, Some("Update the wiki"));
     let why = describe(&out, &mock);
     assert!(out.status.success(), "{why}");
     assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");

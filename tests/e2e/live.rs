@@ -770,10 +770,10 @@ fn the_default_claude_agent_gets_the_documented_argv() {
     l.wait_idle();
     let args = std::fs::read_to_string(l.fake.join("claude-args")).unwrap();
     let run = &l.runs()[0];
-    assert!(args.starts_with("ARG:-p\nARG:"), "{args}");
+    assert!(args.starts_with("ARG:-p\nARG:--session-id\n"), "{args}");
     assert!(
-        args.contains("almanac-capture-run: "),
-        "the prompt is one argument: {args}"
+        !args.contains("almanac-capture-run: "),
+        "the prompt is given on stdin, in no argument: {args}"
     );
     assert!(
         args.contains(&format!(

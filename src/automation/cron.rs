@@ -71,9 +71,12 @@ fn quote(s: &str) -> Result<String, String> {
 }
 
 pub fn render_block(job: &JobSpec, minute: u32) -> Result<String, String> {
+    let mut env = format!("PATH={}", quote(&job.path_env)?);
+    for (k, v) in &job.env {
+        env.push_str(&format!(" {k}={}", quote(v)?));
+    }
     Ok(format!(
-        "{BEGIN}\n# Managed by almanac (`almanac automation install`); an hourly tick, the sweep decides when it is due.\n{minute} * * * * env PATH={} {} capture sweep --scheduled >>{} 2>>{}\n{END}\n",
-        quote(&job.path_env)?,
+        "{BEGIN}\n# Managed by almanac (`almanac automation install`); an hourly tick, the sweep decides when it is due.\n{minute} * * * * env {env} {} capture sweep --scheduled >>{} 2>>{}\n{END}\n",
         quote(&job.program.display().to_string())?,
         quote(&job.out_log.display().to_string())?,
         quote(&job.err_log.display().to_string())?
@@ -133,8 +136,25 @@ pub fn installed(_job: &JobSpec) -> Option<Installed> {
         .find(|l| !l.starts_with('#'))?
         .to_string();
     let mut problems = Vec::new();
-    // `M * * * * env PATH='..' '<program>' capture sweep --scheduled ...`
-    let program = line.split('\'').nth(3).map(str::to_string);
+    // `M * * * * env PATH='..' NAME='..' '<program>' capture sweep --scheduled >>'..' 2>>'..'`
+    let words = shell_words(&line);
+    let after_env: Vec<&String> = words.iter().skip_while(|w| *w != "env").skip(1).collect();
+    let is_assign = |w: &str| {
+        w.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let env = after_env
+        .iter()
+        .take_while(|w| is_assign(w))
+        .filter_map(|w| w.split_once('='))
+        .filter(|(k, _)| *k != "PATH")
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let program = after_env
+        .iter()
+        .find(|w| !is_assign(w))
+        .map(|w| w.to_string());
     if !line.contains("capture sweep --scheduled") || line.split_whitespace().nth(1) != Some("*") {
         problems.push(
             "file-modified: the crontab line is not our hourly `capture sweep --scheduled`".into(),
@@ -146,9 +166,39 @@ pub fn installed(_job: &JobSpec) -> Option<Installed> {
         program,
         args: vec!["capture".into(), "sweep".into(), "--scheduled".into()],
         interval_secs: Some(3600),
+        env,
         live: serde_json::json!({"present": true, "line": line}),
         problems,
     })
+}
+
+/// The words of a line as `sh` splits them, for the quoting `quote` writes: blanks separate words,
+/// single quotes group, a backslash escapes one character.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => out.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    w.push(q);
+                }
+            }
+            '\\' => {
+                let w = word.get_or_insert_with(String::new);
+                w.extend(chars.next());
+            }
+            _ => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    out.extend(word);
+    out
 }
 
 #[cfg(test)]
@@ -167,5 +217,15 @@ mod tests {
         assert_eq!(split("").0, "");
         assert_eq!(quote("/a b/it's").unwrap(), "'/a b/it'\\''s'");
         assert!(quote("/50%/x").is_err());
+        let line = format!(
+            "5 * * * * env PATH={} A={} {} capture",
+            quote("/b").unwrap(),
+            quote("it's").unwrap(),
+            quote("/p q/almanac").unwrap()
+        );
+        assert_eq!(
+            shell_words(&line)[5..],
+            ["env", "PATH=/b", "A=it's", "/p q/almanac", "capture"]
+        );
     }
 }

@@ -5,6 +5,7 @@ use super::{Installed, Kind, SWEEP_ARGS};
 use crate::config::Config;
 use crate::util::duration::format_duration;
 use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Why installed and configured state differ.
@@ -17,6 +18,8 @@ pub enum DriftCode {
     ProgramMismatch,
     FileModified,
     IntervalMismatch,
+    /// The entry's environment (ALMANAC_HOME, store variables) differs from this one.
+    EnvironmentMismatch,
     /// A problem only one scheduler can see, with the code its adapter gave it.
     Scheduler(String),
 }
@@ -31,6 +34,7 @@ impl DriftCode {
             DriftCode::ProgramMismatch => "program-mismatch",
             DriftCode::FileModified => "file-modified",
             DriftCode::IntervalMismatch => "interval-mismatch",
+            DriftCode::EnvironmentMismatch => "environment-mismatch",
             DriftCode::Scheduler(code) => code,
         }
     }
@@ -60,8 +64,13 @@ fn drift(code: DriftCode, message: String) -> Drift {
 }
 
 /// Every difference between `config` and what the schedulers hold (`installed`); `every` is the
-/// configured interval (or its default).
-pub fn drifts(config: &Config, installed: &[Installed], every: Duration) -> Vec<Drift> {
+/// configured interval (or its default), `env` the variables a job installed from this environment carries.
+pub fn drifts(
+    config: &Config,
+    installed: &[Installed],
+    every: Duration,
+    env: &BTreeMap<String, String>,
+) -> Vec<Drift> {
     let mut out = Vec::new();
     let enabled = config.automation_enabled.unwrap_or(false);
     if enabled && installed.is_empty() {
@@ -76,8 +85,38 @@ pub fn drifts(config: &Config, installed: &[Installed], every: Duration) -> Vec<
     }
     for i in installed {
         out.extend(scheduler_drifts(config, i, every));
+        out.extend(env_drift(i, env));
     }
     out
+}
+
+/// The entry's variables against this environment's: one finding listing every difference.
+fn env_drift(i: &Installed, env: &BTreeMap<String, String>) -> Option<Drift> {
+    let shown = |v: Option<&String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
+    let diffs: Vec<String> = env
+        .keys()
+        .chain(i.env.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| env.get(*k) != i.env.get(*k))
+        .map(|k| {
+            format!(
+                "{k} is {} there, {} here",
+                shown(i.env.get(k)),
+                shown(env.get(k))
+            )
+        })
+        .collect();
+    (!diffs.is_empty()).then(|| {
+        drift(
+            DriftCode::EnvironmentMismatch,
+            format!(
+                "{} runs with another environment ({}); run `almanac automation install` from the environment scheduled sweeps should use",
+                i.scheduler.name(),
+                diffs.join("; ")
+            ),
+        )
+    })
 }
 
 /// What one scheduler's job gets wrong: its program, its command, its interval, its own problems.
@@ -106,10 +145,12 @@ fn scheduler_drifts(config: &Config, i: &Installed, every: Duration) -> Vec<Drif
     if i.args != SWEEP_ARGS {
         out.push(drift(DriftCode::FileModified, format!("{name} runs `{}`, not `capture sweep --scheduled`; run `almanac automation install`", i.args.join(" "))));
     }
-    if i.scheduler == Kind::Launchd && i.interval_secs != Some(every.as_secs()) {
+    if matches!(i.scheduler, Kind::Launchd | Kind::Schtasks)
+        && i.interval_secs != Some(every.as_secs())
+    {
         out.push(drift(
             DriftCode::IntervalMismatch,
-            format!("launchd StartInterval is {}s but config says every {}; run `almanac automation install`", i.interval_secs.unwrap_or(0), format_duration(every)),
+            format!("{name} repeats every {}s but config says every {}; run `almanac automation install`", i.interval_secs.unwrap_or(0), format_duration(every)),
         ));
     }
     for p in &i.problems {
@@ -139,6 +180,7 @@ mod tests {
             program: Some("/bin/sh".into()),
             args: args.iter().map(|s| s.to_string()).collect(),
             interval_secs: Some(3600),
+            env: BTreeMap::new(),
             live: serde_json::Value::Null,
             problems: vec!["not-loaded: the job is not loaded".into(), "odd".into()],
         }
@@ -150,7 +192,7 @@ mod tests {
             automation_enabled: Some(true),
             ..Config::default()
         };
-        let d = drifts(&config, &[], Duration::from_secs(3600));
+        let d = drifts(&config, &[], Duration::from_secs(3600), &BTreeMap::new());
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].code, DriftCode::NotInstalled);
     }
@@ -165,6 +207,7 @@ mod tests {
             &config,
             &[installed(Kind::Cron, &["capture", "sweep"])],
             Duration::from_secs(3600),
+            &BTreeMap::new(),
         );
         let codes: Vec<&str> = d.iter().map(|d| d.code.as_str()).collect();
         assert_eq!(codes, ["file-modified", "not-loaded", "scheduler-problem"]);

@@ -50,6 +50,17 @@ pub fn last_sweep_started(almanac_home: &Path) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// A note for `automation status` when the recorded last sweep lies in the future, which the due check ignores.
+pub fn future_note(last: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<String> {
+    let last = last.filter(|l| *l > now)?;
+    let ahead = (last - now).to_std().unwrap_or_default();
+    Some(format!(
+        "the last sweep is recorded at {}, {} in the future (clock moved back or a restored backup); it is ignored and the next scheduled tick sweeps",
+        crate::policy::iso(last),
+        format_duration(ahead)
+    ))
+}
+
 /// Whether a scheduled sweep runs now: `every` is the configured interval (or its default), `last` when
 /// the previous sweep started.
 pub fn scheduled_due(
@@ -62,7 +73,10 @@ pub fn scheduled_due(
         return Err(NotDue::Disabled);
     }
     let slack = (every / 10).min(Duration::from_secs(300));
-    let Some(last) = last else { return Ok(()) };
+    // A last sweep in the future (clock moved back, a restored backup) is ignored, not waited for.
+    let Some(last) = last.filter(|l| *l <= now) else {
+        return Ok(());
+    };
     let since = now
         .signed_duration_since(last)
         .to_std()
@@ -93,6 +107,19 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(scheduled_due(&off, HOUR, None, now), Err(NotDue::Disabled));
+    }
+
+    #[test]
+    fn a_last_sweep_in_the_future_is_ignored() {
+        let now = at("2025-01-01T12:00:00Z");
+        let future = Some(at("2025-03-01T12:00:00Z"));
+        assert_eq!(scheduled_due(&Config::default(), HOUR, future, now), Ok(()));
+        let note = future_note(future, now).unwrap();
+        assert!(
+            note.contains("in the future") && note.contains("ignored"),
+            "{note}"
+        );
+        assert_eq!(future_note(Some(now), now), None);
     }
 
     #[test]

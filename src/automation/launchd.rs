@@ -37,6 +37,7 @@ pub fn plist_path(job: &JobSpec) -> PathBuf {
 pub fn agent(job: &JobSpec) -> LaunchAgent {
     let mut env = BTreeMap::new();
     env.insert("PATH".to_string(), job.path_env.clone());
+    env.extend(job.env.iter().cloned());
     LaunchAgent {
         label: LABEL.into(),
         program_arguments: job.argv(),
@@ -135,18 +136,23 @@ pub fn installed(job: &JobSpec) -> Option<Installed> {
     }
     let parsed: Result<LaunchAgent, _> = plist::from_file(&path);
     let mut problems = Vec::new();
-    let (program, args, interval) = match &parsed {
+    let (program, args, interval, env) = match &parsed {
         Ok(a) => (
             a.program_arguments.first().cloned(),
             a.program_arguments.iter().skip(1).cloned().collect(),
             Some(a.start_interval),
+            a.environment_variables
+                .iter()
+                .filter(|(k, _)| *k != "PATH")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         ),
         Err(e) => {
             problems.push(format!(
                 "file-modified: {} does not parse as our LaunchAgent ({e})",
                 path.display()
             ));
-            (None, Vec::new(), None)
+            (None, Vec::new(), None, BTreeMap::new())
         }
     };
     let live = match loaded() {
@@ -172,6 +178,7 @@ pub fn installed(job: &JobSpec) -> Option<Installed> {
         program,
         args,
         interval_secs: interval,
+        env,
         live,
         problems,
     })

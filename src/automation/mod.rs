@@ -7,6 +7,7 @@ pub mod cron;
 pub mod drift;
 pub mod due;
 pub mod launchd;
+pub mod schtasks;
 pub mod systemd;
 
 use crate::context::Context;
@@ -35,11 +36,20 @@ pub struct JobSpec {
     pub almanac_home: PathBuf,
     /// `$XDG_CONFIG_HOME` or `~/.config`.
     pub config_home: PathBuf,
+    /// The environment the job carries besides PATH: the absolute `ALMANAC_HOME`, then every variable a
+    /// rule set's store roots read (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, ...) that is set now, by name.
+    pub env: Vec<(String, String)>,
 }
 
 impl JobSpec {
-    /// The job for this user: logs under the almanac home, the PATH and homes the job needs.
-    pub fn for_home(cx: &Context, program: PathBuf, every: Duration) -> JobSpec {
+    /// The job for this user: logs under the almanac home, the PATH, homes and variables the job needs;
+    /// `store_vars` names the variables the loaded rule sets' store roots read.
+    pub fn for_home(
+        cx: &Context,
+        program: PathBuf,
+        every: Duration,
+        store_vars: &[String],
+    ) -> JobSpec {
         let logs = cx.almanac_home.join("logs");
         let config_home = cx
             .var("XDG_CONFIG_HOME")
@@ -55,7 +65,12 @@ impl JobSpec {
             home: cx.home.clone(),
             almanac_home: cx.almanac_home.clone(),
             config_home,
+            env: job_env(cx, store_vars),
         }
+    }
+
+    pub fn env_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.env.iter().cloned().collect()
     }
 
     pub fn argv(&self) -> Vec<String> {
@@ -71,6 +86,7 @@ pub enum Kind {
     Launchd,
     Systemd,
     Cron,
+    Schtasks,
 }
 
 impl Kind {
@@ -79,10 +95,11 @@ impl Kind {
             Kind::Launchd => "launchd",
             Kind::Systemd => "systemd",
             Kind::Cron => "cron",
+            Kind::Schtasks => "schtasks",
         }
     }
 
-    pub const ALL: [Kind; 3] = [Kind::Launchd, Kind::Systemd, Kind::Cron];
+    pub const ALL: [Kind; 4] = [Kind::Launchd, Kind::Systemd, Kind::Cron, Kind::Schtasks];
 }
 
 pub struct InstallReport {
@@ -100,8 +117,10 @@ pub struct Installed {
     pub file: String,
     pub program: Option<String>,
     pub args: Vec<String>,
-    /// launchd: StartInterval; systemd/cron: the tick (3600).
+    /// launchd: StartInterval; schtasks: the repetition interval; systemd/cron: the tick (3600).
     pub interval_secs: Option<u64>,
+    /// The variables the entry sets besides PATH.
+    pub env: std::collections::BTreeMap<String, String>,
     /// Scheduler-specific live state (launchd print, systemd show, cron presence).
     pub live: serde_json::Value,
     /// Problems only this scheduler can see (not loaded, no next trigger, schedule edited).
@@ -128,23 +147,67 @@ fn text(o: &Output) -> String {
     s
 }
 
-/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt.
+/// Schedulers this machine may hold ours in. Never `crontab` on macOS: it raises a privacy prompt;
+/// Task Scheduler only on Windows or where a `schtasks` program is on PATH.
 pub fn kinds_here() -> Vec<Kind> {
     Kind::ALL
         .into_iter()
         .filter(|k| !(cfg!(target_os = "macos") && *k == Kind::Cron))
+        .filter(|k| *k != Kind::Schtasks || cfg!(windows) || on_path("schtasks"))
         .collect()
 }
 
-/// `auto`: macOS -> launchd; elsewhere systemd when `systemctl --user` answers, else cron.
+/// The variables store roots read, from every loaded rule set (`env:` of a root), de-duplicated.
+pub fn store_vars(catalog: &crate::rules::Catalog) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for set in &catalog.sets {
+        for store in &set.stores {
+            for root in &store.roots {
+                if let Some(v) = root.env.as_ref().filter(|v| !out.contains(v)) {
+                    out.push(v.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What a job carries besides PATH: `ALMANAC_HOME` always, absolute; each store variable set now.
+fn job_env(cx: &Context, store_vars: &[String]) -> Vec<(String, String)> {
+    let home = if cx.almanac_home.is_absolute() {
+        cx.almanac_home.clone()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(&cx.almanac_home))
+            .unwrap_or_else(|_| cx.almanac_home.clone())
+    };
+    let mut env = vec![(
+        "ALMANAC_HOME".to_string(),
+        crate::util::paths::normalize(&home).display().to_string(),
+    )];
+    for name in store_vars {
+        if let Some(v) = cx.var(name).filter(|v| !v.is_empty()) {
+            if name != "ALMANAC_HOME" && name != "PATH" {
+                env.push((name.clone(), v.to_string()));
+            }
+        }
+    }
+    env
+}
+
+/// `auto`: macOS -> launchd; Windows -> schtasks; elsewhere systemd when `systemctl --user` answers,
+/// else cron.
 pub fn choose(requested: &str) -> Result<Kind, String> {
     match requested {
         "launchd" => Ok(Kind::Launchd),
         "systemd" => Ok(Kind::Systemd),
         "cron" => Ok(Kind::Cron),
+        "schtasks" => Ok(Kind::Schtasks),
         "auto" => {
             if cfg!(target_os = "macos") {
                 Ok(Kind::Launchd)
+            } else if cfg!(windows) {
+                Ok(Kind::Schtasks)
             } else if systemd::available() {
                 Ok(Kind::Systemd)
             } else if on_path("crontab") {
@@ -154,7 +217,7 @@ pub fn choose(requested: &str) -> Result<Kind, String> {
             }
         }
         other => Err(format!(
-            "--scheduler \"{other}\": expected auto, launchd, systemd or cron"
+            "--scheduler \"{other}\": expected auto, launchd, systemd, cron or schtasks"
         )),
     }
 }
@@ -164,6 +227,7 @@ pub fn install(kind: Kind, job: &JobSpec) -> Result<InstallReport, String> {
         Kind::Launchd => launchd::install(job),
         Kind::Systemd => systemd::install(job),
         Kind::Cron => cron::install(job),
+        Kind::Schtasks => schtasks::install(job),
     }
 }
 
@@ -173,6 +237,7 @@ pub fn uninstall(kind: Kind, job: &JobSpec) -> Result<Option<String>, String> {
         Kind::Launchd => launchd::uninstall(job),
         Kind::Systemd => systemd::uninstall(job),
         Kind::Cron => cron::uninstall(job),
+        Kind::Schtasks => schtasks::uninstall(job),
     }
 }
 
@@ -181,6 +246,7 @@ pub fn installed(kind: Kind, job: &JobSpec) -> Option<Installed> {
         Kind::Launchd => launchd::installed(job),
         Kind::Systemd => systemd::installed(job),
         Kind::Cron => cron::installed(job),
+        Kind::Schtasks => schtasks::installed(job),
     }
 }
 

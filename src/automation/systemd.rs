@@ -1,6 +1,12 @@
 //! Linux systemd user timer: an `OnCalendar` hourly tick at a fixed random minute with `Persistent=true`
 //! (never `OnUnitActiveSec`, which stops firing after restarts), a oneshot service, and a check after
 //! install that the timer is active with a real next trigger.
+//!
+//! The service has `KillMode=process`: the sweep starts a detached worker per repo (setsid) that runs the
+//! capture agent for up to its timeout, and with the default `control-group` systemd would kill that
+//! worker the moment the sweep exits. With `process` only the sweep itself is ever signalled; the worker
+//! stays in the unit's cgroup (systemd notes "left-over process" on the next start) and ends on its own.
+//! Nothing bounds a left-over process's time (a oneshot's timeouts bound the sweep, not what remains).
 
 use super::{text, InstallReport, Installed, JobSpec, Kind};
 use std::path::PathBuf;
@@ -32,6 +38,11 @@ pub fn render_service(job: &JobSpec) -> String {
         .iter()
         .map(|a| format!("\"{}\"", escape(a)))
         .collect();
+    let env: String = job
+        .env
+        .iter()
+        .map(|(k, v)| format!("Environment=\"{k}={}\"\n", escape(v)))
+        .collect();
     format!(
         "# Managed by almanac (`almanac automation install`); changes are replaced. Customise with a drop-in.\n\
          [Unit]\n\
@@ -39,8 +50,11 @@ pub fn render_service(job: &JobSpec) -> String {
          \n\
          [Service]\n\
          Type=oneshot\n\
+         # The sweep leaves a detached worker per repo running the capture agent: signal only the sweep.\n\
+         KillMode=process\n\
          ExecStart={}\n\
          Environment=\"PATH={}\"\n\
+         {env}\
          Nice=10\n",
         exec.join(" "),
         escape(&job.path_env)
@@ -213,6 +227,34 @@ pub fn installed(job: &JobSpec) -> Option<Installed> {
                 .collect()
         })
         .unwrap_or_default();
+    let unescape = |v: &str| {
+        v.replace("\\\"", "\"")
+            .replace("\\\\", "\\")
+            .replace("%%", "%")
+            .replace("$$", "$")
+    };
+    let env: std::collections::BTreeMap<String, String> = service
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .filter_map(|l| {
+            let (k, v) = l.trim_matches('"').split_once('=')?;
+            (k != "PATH").then(|| (k.to_string(), unescape(v)))
+        })
+        .collect();
+    let kill_mode = service
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.strip_prefix("KillMode="))
+        .next_back()
+        .unwrap_or("control-group")
+        .trim()
+        .to_string();
+    if service.is_some() && kill_mode != "process" {
+        problems.push(format!("kill-mode: {SERVICE} has KillMode={kill_mode}, so systemd kills the capture worker when the sweep exits; run `almanac automation install`"));
+    }
     if service.is_none() || exec.is_empty() {
         problems.push(format!(
             "file-modified: {} is missing or has no ExecStart",
@@ -235,7 +277,8 @@ pub fn installed(job: &JobSpec) -> Option<Installed> {
         program: exec.first().cloned(),
         args: exec.iter().skip(1).cloned().collect(),
         interval_secs: Some(3600),
-        live: serde_json::json!({"activeState": active, "nextTrigger": next}),
+        env,
+        live: serde_json::json!({"activeState": active, "nextTrigger": next, "killMode": kill_mode}),
         problems,
     })
 }

@@ -14,6 +14,10 @@ pub(super) struct Cli {
     /// Extra directory of rule files; they replace built-in rule sets with the same id, or add apps.
     #[arg(long, global = true, value_name = "DIR")]
     pub rules_dir: Option<PathBuf>,
+    /// Set an environment variable before anything runs (`--env ALMANAC_HOME=/x`): how a Windows Task
+    /// Scheduler entry, which has no environment of its own, carries the installer's.
+    #[arg(long = "env", value_name = "NAME=VALUE", hide = true)]
+    pub env: Vec<String>,
     #[command(subcommand)]
     pub command: Command,
 }

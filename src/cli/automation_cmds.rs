@@ -18,7 +18,11 @@ pub use crate::rules::DEFAULT_QUIET;
 /// Where the scheduled sweep is registered and what it runs: flags `automation install` and `setup` share.
 #[derive(clap::Args, Debug, Clone)]
 pub struct JobArgs {
-    #[arg(long, default_value = "auto", value_name = "auto|launchd|systemd|cron")]
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "auto|launchd|systemd|cron|schtasks"
+    )]
     pub scheduler: String,
     /// The almanac binary the scheduler runs (default: this one, via a stable PATH entry if any).
     #[arg(long, value_name = "PATH")]
@@ -84,7 +88,12 @@ pub fn install(
     let (config_changed, since) =
         config::write_automation(&cx.config_path(), cx.now, Some(&settings), None)
             .map_err(|e| Failure::Config(vec![e.0]))?;
-    let spec = JobSpec::for_home(cx, program.clone(), every);
+    let spec = JobSpec::for_home(
+        cx,
+        program.clone(),
+        every,
+        &automation::store_vars(&catalog),
+    );
     let mut removed = Vec::new();
     for other in automation::kinds_here().into_iter().filter(|k| *k != kind) {
         match automation::uninstall(other, &spec) {
@@ -157,7 +166,7 @@ pub fn uninstall(cx: &Context, out: &mut Out) -> Result<i32, Failure> {
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = JobSpec::for_home(cx, program, config.every.unwrap_or(DEFAULT_EVERY));
+    let spec = JobSpec::for_home(cx, program, config.every.unwrap_or(DEFAULT_EVERY), &[]);
     let mut removed = Vec::new();
     let mut errors = Vec::new();
     for kind in automation::kinds_here() {
@@ -212,26 +221,32 @@ struct Status {
     installed: Vec<Installed>,
     drift: Vec<drift::Drift>,
     last: Option<serde_json::Value>,
+    /// Facts worth saying that are not drift (a last sweep stamped in the future).
+    notes: Vec<String>,
 }
 
-fn read_status(cx: &Context) -> Result<Status, Failure> {
+fn read_status(cx: &Context, rules_dir: Option<&Path>) -> Result<Status, Failure> {
     let config = load_config(cx)?;
+    let store_vars = automation::store_vars(&load_catalog(cx, rules_dir)?);
     let every = config.every.unwrap_or(DEFAULT_EVERY);
     let program = config
         .program
         .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("almanac"));
-    let spec = JobSpec::for_home(cx, program, every);
+    let spec = JobSpec::for_home(cx, program, every, &store_vars);
     let installed: Vec<Installed> = automation::kinds_here()
         .into_iter()
         .filter_map(|k| automation::installed(k, &spec))
         .collect();
-    let drift = drift::drifts(&config, &installed, every);
+    let drift = drift::drifts(&config, &installed, every, &spec.env_map());
     let last: Option<serde_json::Value> =
         std::fs::read(cx.almanac_home.join("state/last-sweep.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
+    let notes = due::future_note(due::last_sweep_started(&cx.almanac_home), cx.now)
+        .into_iter()
+        .collect();
     Ok(Status {
         config,
         every,
@@ -239,11 +254,17 @@ fn read_status(cx: &Context) -> Result<Status, Failure> {
         installed,
         drift,
         last,
+        notes,
     })
 }
 
-pub fn status(cx: &Context, check: bool, out: &mut Out) -> Result<i32, Failure> {
-    let st = read_status(cx)?;
+pub fn status(
+    cx: &Context,
+    rules_dir: Option<&Path>,
+    check: bool,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let st = read_status(cx, rules_dir)?;
     out.emit(
         || {
             serde_json::json!({
@@ -252,6 +273,7 @@ pub fn status(cx: &Context, check: bool, out: &mut Out) -> Result<i32, Failure> 
                 "installed": st.installed,
                 "drift": st.drift,
                 "lastSweep": st.last,
+                "notes": st.notes,
                 "breaker": crate::capture::breaker::read(&cx.almanac_home),
                 "logs": [st.spec.out_log, st.spec.err_log],
             })
@@ -304,6 +326,9 @@ fn status_human(cx: &Context, st: &Status, out: &mut Out) {
             l["needsAttention"]
         )),
         None => out.line("  last sweep: none recorded"),
+    }
+    for n in &st.notes {
+        out.line(&format!("  note: {n}"));
     }
     out.line(&format!(
         "  logs: {} and {}",

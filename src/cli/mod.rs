@@ -80,6 +80,15 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(cli: Cli, out: &mut Out) -> Result<i32, Failure> {
+    for kv in &cli.env {
+        match kv.split_once('=') {
+            // Still one thread: nothing reads the environment concurrently.
+            Some((k, v)) if !k.is_empty() && !k.contains('\0') && !v.contains('\0') => {
+                std::env::set_var(k, v)
+            }
+            _ => return Err(Failure::Usage(format!("--env {kv:?}: expected NAME=VALUE"))),
+        }
+    }
     let cx = Context::from_env().map_err(|e| Failure::Other(e.to_string()))?;
     let rules_dir = cli.rules_dir.as_deref();
     if let Some(d) = rules_dir {
@@ -231,7 +240,9 @@ fn automation_command(
             let args = automation_cmds::InstallArgs { every, quiet, job };
             automation_cmds::install(cx, rules_dir, args, out)
         }
-        AutomationCommand::Status { check, .. } => automation_cmds::status(cx, check, out),
+        AutomationCommand::Status { check, .. } => {
+            automation_cmds::status(cx, rules_dir, check, out)
+        }
         AutomationCommand::Uninstall { .. } => automation_cmds::uninstall(cx, out),
     }
 }

@@ -132,9 +132,9 @@ fn passes(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> bool {
             s.capture_since.is_none_or(|since| f.mtime >= since)
         }
         CheckKind::QuietWindow { quiet, apps } => {
-            let window = quiet_window(*quiet, apps, f.app, s);
-            let idle = s.now.signed_duration_since(f.mtime);
-            idle.num_milliseconds() >= 0 && idle.to_std().unwrap_or(Duration::ZERO) >= window
+            // A future mtime counts as now: idle for zero.
+            let idle = s.now.signed_duration_since(f.mtime).to_std();
+            idle.unwrap_or(Duration::ZERO) >= quiet_window(*quiet, apps, f.app, s)
         }
         CheckKind::NoNewTurns => f.new_user_turns != Some(0),
         CheckKind::Unchanged => !(f.size == f.captured_bytes && f.same_file),
@@ -241,27 +241,35 @@ fn activation_detail(f: &Facts<'_>, s: &Settings) -> (bool, String) {
     }
 }
 
+/// An mtime in the future (a clock moved back, a restored copy) counts as "now": idle for zero, so
+/// `--quiet 0m` still takes it and a longer window waits as for a file written just now.
 fn quiet_detail(window: Duration, f: &Facts<'_>, s: &Settings) -> (bool, String) {
     let idle = s.now.signed_duration_since(f.mtime);
-    let idle_std = idle.to_std().unwrap_or(Duration::ZERO);
-    let w = crate::util::duration::format_duration(window);
-    if idle.num_milliseconds() < 0 || idle_std < window {
-        (
-            false,
-            format!(
-                "modified {} ago, within the {w} quiet window",
-                crate::util::duration::format_duration(idle_std)
-            ),
-        )
-    } else {
-        (
-            true,
-            format!(
-                "quiet for {} (window {w})",
-                crate::util::duration::format_duration(idle_std)
-            ),
-        )
-    }
+    let fmt = crate::util::duration::format_duration;
+    let w = fmt(window);
+    let (idle_std, ahead) = match idle.to_std() {
+        Ok(d) => (d, None),
+        Err(_) => (Duration::ZERO, (-idle).to_std().ok()),
+    };
+    let eligible = idle_std >= window;
+    let detail = match (ahead, eligible) {
+        (Some(a), true) => format!(
+            "mtime {} is in the future ({} ahead), counted as now (window {w})",
+            iso(f.mtime),
+            fmt(a)
+        ),
+        (Some(a), false) => format!(
+            "mtime {} is in the future ({} ahead), counted as now: within the {w} quiet window",
+            iso(f.mtime),
+            fmt(a)
+        ),
+        (None, true) => format!("quiet for {} (window {w})", fmt(idle_std)),
+        (None, false) => format!(
+            "modified {} ago, within the {w} quiet window",
+            fmt(idle_std)
+        ),
+    };
+    (eligible, detail)
 }
 
 /// A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
@@ -396,6 +404,25 @@ mod tests {
         );
         f.new_user_turns = Some(1);
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
+    }
+
+    #[test]
+    fn a_future_mtime_counts_as_now() {
+        let p = policy();
+        let f = facts(Some(Path::new("/r")), "2026-05-11T13:00:00Z");
+        let mut s = settings();
+        s.quiet_flag = Some(Duration::ZERO);
+        assert_eq!(decide(&p, &f, &s).0, Decision::Eligible);
+        assert_eq!(decide_fast(&p, &f, &s).0, Decision::Eligible);
+        s.quiet_flag = Some(Duration::from_secs(45 * 60));
+        let (d, detail) = decide_fast(&p, &f, &s);
+        assert_eq!(d, Decision::Skip(Reason::QuietWindow));
+        let detail = detail.unwrap();
+        assert!(
+            detail.contains("is in the future (1h ahead), counted as now")
+                && !detail.contains("0s ago"),
+            "{detail}"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ mod polish;
 mod real_clients;
 mod resources;
 mod rules_cli;
+mod schedulers;
+mod schtasks;
 mod sweep;
 mod turns;
 mod wiki_only;

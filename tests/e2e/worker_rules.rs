@@ -36,6 +36,17 @@ fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the repo's worker has exited (`capture status` says so): a worker writes its run record
+/// before it writes back or saves the ledger, so "no run queued or running" alone can come too early.
+fn wait_worker_gone(l: &Live) {
+    wait_for("the worker to exit", 60, || {
+        let mut cmd = l.w.almanac();
+        cmd.args(["capture", "status", "--json", "--repo"])
+            .arg(&l.repo);
+        json_ok(&mut cmd)["workerAlive"] == false
+    });
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
@@ -69,6 +80,7 @@ fn an_agent_that_deletes_the_run_store_never_gets_a_second_agent_beside_it() {
     let s = l.sweep_args(&[]);
     wait_for("the first agent", 30, || !l.fake.join("running").exists());
     l.wait_idle();
+    wait_worker_gone(&l);
     assert!(
         !l.fake.join("overlap.log").exists(),
         "two agents ran in one repo: {}\n{s}",
@@ -123,6 +135,7 @@ fn a_ledger_the_agent_overwrote_is_written_back_and_reported() {
     std::fs::write(l.fake.join("overwrite"), "").unwrap();
     let s = l.summary();
     assert_eq!(items(&s, "started").len(), 1, "{s}");
+    wait_worker_gone(&l);
     std::fs::remove_file(l.fake.join("overwrite")).unwrap();
     // The worker wrote back the copy it held: every cursor is there.
     let ledger = l.ledger();

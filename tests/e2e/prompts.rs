@@ -173,3 +173,27 @@ fn stores_find_any_codex_session_file_and_any_claude_subagent_file() {
     let v = json_ok(w.almanac().args(["rules", "explain", "--json"]).arg(&aside));
     assert!(!v["subagent"].is_null(), "{v}");
 }
+
+#[test]
+fn rules_explain_names_the_exclude_glob_that_refuses_a_file() {
+    let w = World::new();
+    let repo = w.repo("r");
+    let sid = "5e551011-aaaa-4bbb-8ccc-000000000003";
+    let compact = w.write(
+        &format!("home/.claude/projects/-r/{sid}/subagents/agent-acompact-9f.jsonl"),
+        &claude_line(sid, &repo, "summarize"),
+        HOURS_2,
+    );
+    let out = w
+        .almanac()
+        .args(["rules", "explain"])
+        .arg(&compact)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("excluded by claude projects.exclude `**/agent-acompact-*.jsonl`"),
+        "{err}"
+    );
+}

@@ -18,7 +18,7 @@ pub enum Reason {
     BeforeAutomationActivation,
     QuietWindow,
     Unchanged,
-    NoNewTurns,
+    NoNewContent,
     // What the sweep finds beyond the policy.
     /// A subagent's transcript: part of its parent session, never captured on its own.
     Subagent,
@@ -72,7 +72,7 @@ impl Reason {
             Reason::BeforeAutomationActivation => "before-automation-activation",
             Reason::QuietWindow => "quiet-window",
             Reason::Unchanged => "unchanged",
-            Reason::NoNewTurns => "no-new-turns",
+            Reason::NoNewContent => "no-new-content",
             Reason::Subagent => "subagent",
             Reason::DuplicateSession => "duplicate-session",
             Reason::ReadFailed => "read-failed",
@@ -107,7 +107,7 @@ impl Reason {
         Reason::BeforeAutomationActivation,
         Reason::QuietWindow,
         Reason::Unchanged,
-        Reason::NoNewTurns,
+        Reason::NoNewContent,
         Reason::Subagent,
         Reason::DuplicateSession,
         Reason::ReadFailed,

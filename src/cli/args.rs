@@ -145,6 +145,9 @@ pub(super) enum CaptureCommand {
         /// Most turn records kept; older ones are dropped 100 at a time behind a marker.
         #[arg(long, value_name = "N", default_value_t = crate::turns::MAX_TURNS)]
         max_turns: usize,
+        /// Read the file with this app's rule set, even outside its stores.
+        #[arg(long, value_name = "ID")]
+        app: Option<String>,
         #[arg(long)]
         json: bool,
     },

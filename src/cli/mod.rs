@@ -144,6 +144,7 @@ fn capture_command(
             since_line,
             latest,
             max_turns,
+            app,
             ..
         } => {
             let catalog = load_catalog(cx, rules_dir)?;
@@ -152,6 +153,7 @@ fn capture_command(
                 since_line,
                 latest,
                 max_turns,
+                app: app.as_deref(),
             };
             turns_cmds::turns(&catalog, cx, args, out)
         }

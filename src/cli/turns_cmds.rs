@@ -16,6 +16,8 @@ pub struct TurnsArgs<'a> {
     pub since_line: u64,
     pub latest: bool,
     pub max_turns: usize,
+    /// `--app`: the rule set to read it with, even outside its stores.
+    pub app: Option<&'a str>,
 }
 
 pub fn turns(
@@ -29,11 +31,12 @@ pub fn turns(
         since_line,
         latest,
         max_turns,
+        app,
     } = a;
     if max_turns == 0 {
         return Err(Failure::Usage("--max-turns: must be at least 1".into()));
     }
-    let (m, file) = super::explain::locate(catalog, cx, transcript, None)?;
+    let (m, file) = super::explain::locate(catalog, cx, transcript, app)?;
     let Some(rules) = &m.rule.turns else {
         return Err(Failure::Other(format!(
             "rule set {} ({}) has no `turns` section; add one to read turns",

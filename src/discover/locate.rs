@@ -26,10 +26,12 @@ pub enum LocateError {
         id: String,
         loaded: Vec<String>,
     },
-    /// Under no store root; `roots` lists every `app: root` looked at.
+    /// Under no store root; `roots` lists every `app: root` looked at. `excluded` names the store
+    /// `exclude` glob that refused it, when a store's root holds it and its `include` accepts it.
     NotInAnyStore {
         path: PathBuf,
         roots: Vec<String>,
+        excluded: Option<String>,
     },
 }
 
@@ -51,7 +53,16 @@ impl std::fmt::Display for LocateError {
                 "--app \"{id}\": no such rule set (loaded: {})",
                 loaded.join(", ")
             ),
-            LocateError::NotInAnyStore { path, roots } => write!(
+            LocateError::NotInAnyStore {
+                path,
+                excluded: Some(why),
+                ..
+            } => write!(
+                f,
+                "{} is not a transcript: excluded by {why}; pass --app ID to apply a rule set anyway",
+                path.display()
+            ),
+            LocateError::NotInAnyStore { path, roots, .. } => write!(
                 f,
                 "{} is not a transcript in any store ({}); pass --app ID to apply a rule set anyway",
                 path.display(),
@@ -62,14 +73,16 @@ impl std::fmt::Display for LocateError {
 }
 
 /// The first store (of the `forced` rule set only, when given) whose root holds `path` and whose globs
-/// accept it. Roots are compared as given and canonicalised, so a symlinked root still matches.
+/// accept it. Roots are compared as given and canonicalised, so a symlinked root still matches. Err
+/// carries the first `exclude` glob that refused it (`app store.exclude \`glob\``), if one did.
 pub fn find_store<'a>(
     catalog: &'a Catalog,
     cx: &Context,
     path: &Path,
     forced: Option<&str>,
-) -> Option<Match<'a>> {
+) -> Result<Match<'a>, Option<String>> {
     let canonical = path.canonicalize().ok();
+    let mut excluded = None;
     for rule in &catalog.sets {
         if forced.is_some_and(|f| f != rule.id) {
             continue;
@@ -85,20 +98,28 @@ pub fn find_store<'a>(
                 });
                 if let Some(rel) = rel {
                     let rel = rel.to_string_lossy().replace('\\', "/");
-                    if store.include.is_match(&rel) && !store.exclude.is_match(&rel) {
-                        return Some(Match {
-                            rule,
-                            store: store.name.clone(),
-                            root: root.path.clone(),
-                            root_from: root.from.clone(),
-                            rel,
-                        });
+                    if !store.include.is_match(&rel) {
+                        continue;
                     }
+                    if let Some(&i) = store.exclude.matches(&rel).iter().min() {
+                        excluded.get_or_insert_with(|| {
+                            let glob = &store.exclude_patterns[i];
+                            format!("{} {}.exclude `{glob}`", rule.id, store.name)
+                        });
+                        continue;
+                    }
+                    return Ok(Match {
+                        rule,
+                        store: store.name.clone(),
+                        root: root.path.clone(),
+                        root_from: root.from.clone(),
+                        rel,
+                    });
                 }
             }
         }
     }
-    None
+    Err(excluded)
 }
 
 /// Finds the rule set and store a transcript belongs to (or applies `forced`), as a found file. A
@@ -129,13 +150,14 @@ pub fn locate<'a>(
         }
     }
     let m = match find_store(catalog, cx, &path, forced) {
-        Some(m) => m,
-        None => match forced.and_then(|id| catalog.get(id)) {
+        Ok(m) => m,
+        Err(excluded) => match forced.and_then(|id| catalog.get(id)) {
             Some(rule) => forced_match(rule, &path),
             None => {
                 return Err(LocateError::NotInAnyStore {
                     roots: all_roots(catalog, cx),
                     path,
+                    excluded,
                 })
             }
         },

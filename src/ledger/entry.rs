@@ -67,10 +67,12 @@ pub struct LedgerEntry {
     /// `capture reset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrote_outside_wiki: Option<OutsideWiki>,
-    /// The file's size when its uncaptured part was found to hold no user turn: while the same file has
-    /// this size, the sweep skips it (`no-new-turns`) without reading it again.
+    /// The file's size when its uncaptured part was found to hold no content (no prompt, assistant text
+    /// or tool call): while the same file has this size, the sweep skips it (`no-new-content`) without
+    /// reading it again. (`noTurnsThrough`, which earlier versions wrote for "no prompt", is not read:
+    /// such a part may hold assistant text, so it is read again.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_turns_through: Option<u64>,
+    pub no_content_through: Option<u64>,
     /// Later chunks of a new part captured in several runs, in order; each becomes the pending run when
     /// the one before it succeeds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -111,7 +113,7 @@ impl LedgerEntry {
             attention: None,
             file_id: None,
             baseline: false,
-            no_turns_through: None,
+            no_content_through: None,
             wrote_outside_wiki: None,
             pending_rest: Vec::new(),
             extra: Default::default(),
@@ -148,15 +150,15 @@ impl LedgerEntry {
         self.last_error = Some(detail);
     }
 
-    /// The uncaptured part, read at this file size, holds no user turn.
-    pub fn no_turns_at(&mut self, size: u64) {
-        self.no_turns_through = Some(size);
+    /// The uncaptured part, read at this file size, holds no content.
+    pub fn no_content_at(&mut self, size: u64) {
+        self.no_content_through = Some(size);
     }
 
     /// A run for the first chunk of the new part was queued: the entry waits for it.
     pub fn mark_pending(&mut self, chunk: PendingChunk, now: &str) {
         self.status = EntryStatus::Pending;
-        self.no_turns_through = None;
+        self.no_content_through = None;
         self.last_run_id = Some(chunk.run_id.clone());
         self.pending_run_id = Some(chunk.run_id);
         self.pending_to_size = Some(chunk.to_size);
@@ -254,7 +256,7 @@ impl LedgerEntry {
         self.last_error = None;
         self.attention = None;
         self.baseline = false;
-        self.no_turns_through = None;
+        self.no_content_through = None;
         self.clear_pending();
         let mut rest = rest.into_iter();
         if let Some(next) = rest.next() {

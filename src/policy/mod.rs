@@ -30,8 +30,9 @@ pub struct Facts<'a> {
     pub pending: bool,
     /// Failed runs in a row (the ledger entry's attempts).
     pub failed_attempts: u32,
-    /// User turns in the uncaptured part, once it has been read; None before (or without turn rules).
-    pub new_user_turns: Option<u64>,
+    /// Turns with content (a prompt, assistant text or a tool call) in the uncaptured part, once it has
+    /// been read; None before (or without turn rules).
+    pub new_content_turns: Option<u64>,
 }
 
 /// Settings for one sweep, from flags and config.
@@ -136,7 +137,7 @@ fn passes(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> bool {
             let idle = s.now.signed_duration_since(f.mtime).to_std();
             idle.unwrap_or(Duration::ZERO) >= quiet_window(*quiet, apps, f.app, s)
         }
-        CheckKind::NoNewTurns => f.new_user_turns != Some(0),
+        CheckKind::NoNewContent => f.new_content_turns != Some(0),
         CheckKind::Unchanged => !(f.size == f.captured_bytes && f.same_file),
     }
 }
@@ -203,7 +204,7 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
         CheckKind::QuietWindow { quiet, apps } => {
             quiet_detail(quiet_window(*quiet, apps, f.app, s), f, s)
         }
-        CheckKind::NoNewTurns => match f.new_user_turns {
+        CheckKind::NoNewContent => match f.new_content_turns {
             None => (
                 true,
                 "not known before the new part is read (or the rule set has no turns section)"
@@ -211,9 +212,9 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
             ),
             Some(0) => (
                 false,
-                "the new part holds no user turn (only titles, snapshots, token counts…)".into(),
+                "the new part holds no user prompt, assistant text or tool call (only titles, snapshots, token counts, interrupt markers, local command output…)".into(),
             ),
-            Some(n) => (true, format!("{n} new user turns")),
+            Some(n) => (true, format!("{n} new turns with content")),
         },
         CheckKind::Unchanged => unchanged_detail(f),
     }
@@ -324,7 +325,7 @@ mod tests {
             internal: false,
             pending: false,
             failed_attempts: 0,
-            new_user_turns: None,
+            new_content_turns: None,
         }
     }
 
@@ -397,12 +398,12 @@ mod tests {
         );
         f.failed_attempts = 2;
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
-        f.new_user_turns = Some(0);
+        f.new_content_turns = Some(0);
         assert_eq!(
             decide(&p, &f, &settings()).0,
-            Decision::Skip(Reason::NoNewTurns)
+            Decision::Skip(Reason::NoNewContent)
         );
-        f.new_user_turns = Some(1);
+        f.new_content_turns = Some(1);
         assert_eq!(decide(&p, &f, &settings()).0, Decision::Eligible);
     }
 
@@ -449,7 +450,7 @@ mod tests {
                 f.pending = pending;
                 f.internal = internal;
                 f.failed_attempts = attempts;
-                f.new_user_turns = turns;
+                f.new_content_turns = turns;
                 cases.push(f);
             }
         }

@@ -214,10 +214,15 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
         .filter_map(|(i, s)| {
             let from = predicate(cx, &format!("turns.skip[{i}].from"), &s.from);
             let until = predicate(cx, &format!("turns.skip[{i}].until"), &s.until);
+            let after = match &s.after {
+                Some(a) => Some(predicate(cx, &format!("turns.skip[{i}].after"), a)?),
+                None => None,
+            };
             Some(Skip {
                 from: from?,
                 until: until?,
                 earliest_line: s.earliest_line.unwrap_or(1),
+                after,
             })
         })
         .collect();
@@ -244,6 +249,7 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
                     when,
                     text: paths.into_iter().collect::<Option<Vec<_>>>()?,
                     group,
+                    queued: t.queued,
                 })
             })
             .collect()
@@ -432,7 +438,8 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
             "retry-budget-exhausted" => CheckKind::RetryBudgetExhausted,
             "before-automation-activation" => CheckKind::BeforeAutomationActivation,
             "unchanged" => CheckKind::Unchanged,
-            "no-new-turns" => CheckKind::NoNewTurns,
+            // `no-new-turns` is the check's name before 0.x: an alias.
+            "no-new-content" | "no-new-turns" => CheckKind::NoNewContent,
             "quiet-window" => {
                 let quiet = match c.quiet.as_deref().map(parse_duration) {
                     None => DEFAULT_QUIET,

@@ -63,8 +63,10 @@ pub struct Skip {
     pub from: Predicate,
     /// ...and ends before the next record where this holds.
     pub until: Predicate,
-    /// ...on this transcript line or later (1-based; 1: anywhere).
+    /// ...on this transcript line or later (1-based; 1: anywhere)...
     pub earliest_line: u64,
+    /// ...and only once a record where this holds has been read (None: from the start).
+    pub after: Option<Predicate>,
 }
 
 #[derive(Debug)]
@@ -72,6 +74,8 @@ pub struct TurnText {
     pub when: Option<Predicate>,
     pub text: Vec<JsonPath>,
     pub group: Option<JsonPath>,
+    /// A prompt written when it is queued: the same text written later as a prompt is that prompt.
+    pub queued: bool,
 }
 
 impl TurnText {
@@ -312,7 +316,7 @@ pub enum CheckKind {
         apps: BTreeMap<String, Duration>,
     },
     Unchanged,
-    NoNewTurns,
+    NoNewContent,
 }
 
 impl CheckKind {
@@ -335,7 +339,7 @@ impl CheckKind {
             CheckKind::BeforeAutomationActivation => Reason::BeforeAutomationActivation,
             CheckKind::QuietWindow { .. } => Reason::QuietWindow,
             CheckKind::Unchanged => Reason::Unchanged,
-            CheckKind::NoNewTurns => Reason::NoNewTurns,
+            CheckKind::NoNewContent => Reason::NoNewContent,
         }
     }
 

@@ -409,9 +409,12 @@ turns:
     - from: { exists: "$.copy" }
       until: { missing: "$.copy" }
       earliest_line: 2
+      after: { exists: "$.main" }
   user:
     - when: { exists: "$.u" }
       text: ["$.u", "$.v[*].text"]
+    - text: ["$.q"]
+      queued: true
   assistant:
     - text: ["$.a"]
       group: "$.id"

@@ -45,6 +45,7 @@ pub struct RawSkip {
     pub from: RawPredicate,
     pub until: RawPredicate,
     pub earliest_line: Option<u64>,
+    pub after: Option<RawPredicate>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +54,8 @@ pub struct RawTurnText {
     pub when: Option<RawPredicate>,
     pub text: Vec<String>,
     pub group: Option<String>,
+    #[serde(default)]
+    pub queued: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -24,8 +24,8 @@ pub struct EntryView {
     same_file: bool,
     pending: bool,
     failed_attempts: u32,
-    /// The uncaptured part was already read at this very size and held no user turn.
-    no_turns_at_this_size: bool,
+    /// The uncaptured part was already read at this very size and held no content.
+    no_content_at_this_size: bool,
 }
 
 impl EntryView {
@@ -40,7 +40,7 @@ impl EntryView {
             } else {
                 0
             },
-            no_turns_at_this_size: same && e.no_turns_through == Some(file.size),
+            no_content_at_this_size: same && e.no_content_through == Some(file.size),
         }
     }
 }
@@ -75,7 +75,7 @@ pub fn facts<'a>(
         pending: entry.is_some_and(|e| e.pending),
         failed_attempts: entry.map(|e| e.failed_attempts).unwrap_or(0),
         // Already read at this size and found without a user turn: no need to read it again.
-        new_user_turns: entry.filter(|e| e.no_turns_at_this_size).map(|_| 0),
+        new_content_turns: entry.filter(|e| e.no_content_at_this_size).map(|_| 0),
     }
 }
 

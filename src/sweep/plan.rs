@@ -1,5 +1,5 @@
 //! Phase 3, plan: read each eligible transcript's new part (in parallel: prefix check, complete lines,
-//! whether it holds a prompt), ask the policy again now that the part is known (`no-new-turns`), then
+//! whether it holds a prompt), ask the policy again now that the part is known (`no-new-content`), then
 //! spend the sweep's budget, most recently active first: what does not fit waits for the next sweep.
 
 use super::act::Updates;
@@ -79,10 +79,10 @@ pub fn read_new_parts(
             &mut bytes_read,
         );
         let part = match &outcome {
-            // Only whether the part holds a prompt; the full count waits for the budget.
+            // Only whether the part holds content; the full count waits for the budget.
             Ok(RangeOutcome::Capture(r)) => {
                 new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
-                    .map(|p| p.map(|p| p.user_turns))
+                    .map(|p| p.map(|p| p.turns))
             }
             _ => Ok(None),
         };
@@ -150,18 +150,18 @@ fn settle(
             return None;
         }
     };
-    // Now that the new part is known, ask the policy again (no-new-turns).
-    if let Some(user_turns) = part {
+    // Now that the new part is known, ask the policy again (no-new-content).
+    if let Some(content_turns) = part {
         let rule = catalog.get(&file.app).expect("walked apps exist");
         let view = found.map(|e| EntryView::of(e, file));
         let mut f = facts(rule, file, ex, view, false);
-        f.new_user_turns = Some(user_turns);
+        f.new_content_turns = Some(content_turns);
         let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
         if let Decision::Skip(reason) = decision {
-            if !opts.dry_run && reason == Reason::NoNewTurns {
+            if !opts.dry_run && reason == Reason::NoNewContent {
                 let e = updates.entry_for_range(repo, &k, found, file, sid, &r);
                 e.follow_file(file.path.display().to_string(), file.file_id);
-                e.no_turns_at(file.size);
+                e.no_content_at(file.size);
             }
             summary.skip(SkippedItem::of(file, ex, reason, detail));
             return None;
@@ -272,6 +272,7 @@ fn combine(each: &[Option<PartSummary>]) -> Option<PartSummary> {
         .filter(|l| with_prompt.len() > 1 || Some(l) != first.as_ref());
     Some(PartSummary {
         user_turns: known.iter().map(|s| s.user_turns).sum(),
+        turns: known.iter().map(|s| s.turns).sum(),
         first_user: first,
         last_user: last,
         tools,

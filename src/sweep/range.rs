@@ -143,7 +143,7 @@ pub fn est_tokens(bytes: u64) -> u64 {
 }
 
 /// The turns of the uncaptured part up to `to_byte`, summarised; None when the rule set has no turns
-/// section. `first_only` stops at the first prompt (all the no-new-turns check needs).
+/// section. `first_only` stops at the first turn (all the no-new-content check needs).
 pub fn new_part_turns(
     rule: &RuleSet,
     file: &FoundFile,
@@ -188,7 +188,7 @@ fn span_turns(
     f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
     let part = f.take(to - from);
     let opts = crate::turns::Options {
-        stop_after_users: first_only.then_some(1),
+        stop_after_turns: first_only.then_some(1),
         ..crate::turns::Options::default()
     };
     let t = crate::turns::extract(rule, turn_rules, part, lines_before + 1, 0, &opts)

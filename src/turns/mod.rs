@@ -50,8 +50,9 @@ pub struct Options {
     pub max_turns: usize,
     pub user_max: usize,
     pub assistant_max: usize,
-    /// Stop reading after this many user turns (a dry run only needs to know whether there is one).
-    pub stop_after_users: Option<u64>,
+    /// Stop reading once this many turns (with a prompt, assistant text or a tool) are seen: the
+    /// no-new-content check only needs to know whether there is one.
+    pub stop_after_turns: Option<u64>,
 }
 
 impl Default for Options {
@@ -60,7 +61,7 @@ impl Default for Options {
             max_turns: MAX_TURNS,
             user_max: USER_MAX_BYTES,
             assistant_max: ASSISTANT_MAX_BYTES,
-            stop_after_users: None,
+            stop_after_turns: None,
         }
     }
 }
@@ -96,8 +97,13 @@ struct Builder<'a> {
     turns: Vec<TurnRecord>,
     marker: Option<TurnRecord>,
     current: Option<Current>,
+    /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
+    queued: Vec<String>,
     out: Turns,
 }
+
+/// At most this many queued prompts are remembered.
+const MAX_QUEUED: usize = 64;
 
 struct Current {
     rec: TurnRecord,
@@ -136,6 +142,39 @@ impl<'a> Builder<'a> {
             assistant: String::new(),
             seen: HashSet::new(),
         });
+    }
+
+    /// A user prompt on `line`; `queued` when its record is a queue entry.
+    fn prompt(&mut self, line: u64, ts: Option<String>, text: String, queued: bool, merge: bool) {
+        let key = cut(&text, self.opts.user_max).0;
+        let quiet = |c: &Current| c.assistant.is_empty() && c.rec.tools.is_empty();
+        if queued {
+            self.queued.push(key.clone());
+            if self.queued.len() > MAX_QUEUED {
+                self.queued.remove(0);
+            }
+        } else if let Some(i) = self.queued.iter().position(|q| *q == key) {
+            // The queue delivers a prompt it wrote before: the same prompt. Still unanswered, its turn
+            // moves to this record.
+            self.queued.remove(i);
+            if let Some(c) = self.current.as_mut().filter(|c| quiet(c)) {
+                if c.rec.user.as_deref() == Some(key.as_str()) {
+                    c.rec.line = line;
+                    c.rec.ts = ts;
+                }
+            }
+            return;
+        }
+        // `merge_repeated_prompts`: the same prompt written twice in a row (two record kinds for one
+        // message) is one turn.
+        let repeat = merge
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|c| quiet(c) && c.rec.user.as_deref() == Some(key.as_str()));
+        if !repeat {
+            self.start(line, ts, Some(text));
+        }
     }
 
     fn current(&mut self, line: u64, ts: &Option<String>) -> &mut Current {
@@ -211,6 +250,58 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// The `skip` regions of a `turns` section, as records go by.
+struct Skipper<'a> {
+    skips: &'a [crate::rules::Skip],
+    /// Which skip's region is open.
+    open: Option<usize>,
+    /// Per skip: whether its `after` record has been read (true when it has none).
+    armed: Vec<bool>,
+}
+
+impl<'a> Skipper<'a> {
+    fn new(skips: &'a [crate::rules::Skip]) -> Self {
+        Skipper {
+            skips,
+            open: None,
+            armed: skips.iter().map(|s| s.after.is_none()).collect(),
+        }
+    }
+
+    /// Whether some skip still waits for its `after` record (lines before the part must be read).
+    fn waiting(&self) -> bool {
+        self.armed.iter().any(|a| !a)
+    }
+
+    fn arm(&mut self, record: &Value) {
+        for (s, armed) in self.skips.iter().zip(self.armed.iter_mut()) {
+            if !*armed && s.after.as_ref().is_some_and(|a| a.holds(record)) {
+                *armed = true;
+            }
+        }
+    }
+
+    /// Whether `record` (on transcript line `line`) is inside a skipped region.
+    fn skips(&mut self, line: u64, record: &Value) -> bool {
+        if let Some(i) = self.open {
+            if !self.skips[i].until.holds(record) {
+                return true;
+            }
+            self.open = None;
+        }
+        let start =
+            self.skips.iter().enumerate().position(|(i, s)| {
+                self.armed[i] && line >= s.earliest_line && s.from.holds(record)
+            });
+        self.arm(record);
+        if start.is_some() {
+            self.open = start;
+            return true;
+        }
+        false
+    }
+}
+
 /// Reads turns from `reader`, whose first line is line `first_line` of the transcript; lines after
 /// `skip_through` (a transcript line number) only. Only complete lines count.
 pub fn extract<R: Read>(
@@ -226,60 +317,38 @@ pub fn extract<R: Read>(
         turns: Vec::new(),
         marker: None,
         current: None,
+        queued: Vec::new(),
         out: Turns::default(),
     };
     let mut lines = LineReader::new(reader);
-    let mut skipping: Option<usize> = None;
+    let mut skipper = Skipper::new(&turns.skip);
     while let Some(l) = lines.next_line()? {
         let line = first_line + l.number - 1;
         if !l.terminated {
             break;
         }
         if line <= skip_through {
+            if skipper.waiting() {
+                if let Some(record) = parse_object(l.bytes) {
+                    skipper.arm(&record);
+                }
+            }
             continue;
         }
         let Some(record) = parse_object(l.bytes) else {
             continue;
         };
-        if let Some(i) = skipping {
-            if turns.skip[i].until.holds(&record) {
-                skipping = None;
-            } else {
-                continue;
-            }
-        }
-        if let Some(i) = turns
-            .skip
-            .iter()
-            .position(|s| line >= s.earliest_line && s.from.holds(&record))
-        {
-            skipping = Some(i);
-            continue;
-        }
-        if turns.ignore.iter().any(|p| p.holds(&record)) {
+        if skipper.skips(line, &record) || turns.ignore.iter().any(|p| p.holds(&record)) {
             continue;
         }
         let ts = rule.record_time(&record).map(crate::policy::iso);
-        if let Some(text) = turns
+        if let Some((queued, text)) = turns
             .user
             .iter()
             .filter(|t| t.applies(&record))
-            .find_map(|t| t.text(&record))
+            .find_map(|t| t.text(&record).map(|x| (t.queued, x)))
         {
-            // `merge_repeated_prompts`: the same prompt written twice in a row (two record kinds for one
-            // message) is one turn.
-            let repeat = turns.merge_repeated_prompts
-                && b.current.as_ref().is_some_and(|c| {
-                    c.assistant.is_empty()
-                        && c.rec.tools.is_empty()
-                        && c.rec.user.as_deref() == Some(cut(&text, opts.user_max).0.as_str())
-                });
-            if !repeat {
-                if opts.stop_after_users.is_some_and(|n| b.out.user_turns >= n) {
-                    break;
-                }
-                b.start(line, ts.clone(), Some(text));
-            }
+            b.prompt(line, ts.clone(), text, queued, turns.merge_repeated_prompts);
         } else {
             for t in turns.assistant.iter().filter(|t| t.applies(&record)) {
                 if let Some(text) = t.text(&record) {
@@ -301,6 +370,12 @@ pub fn extract<R: Read>(
                     }
                 }
             }
+        }
+        if opts
+            .stop_after_turns
+            .is_some_and(|n| b.out.total_turns >= n)
+        {
+            break;
         }
     }
     b.finish();
@@ -324,6 +399,9 @@ pub fn latest_exchange(t: &Turns) -> Option<&TurnRecord> {
 #[serde(rename_all = "camelCase")]
 pub struct PartSummary {
     pub user_turns: u64,
+    /// Turns of any kind: with a prompt, assistant text or a tool (0: nothing new to capture).
+    #[serde(skip)]
+    pub turns: u64,
     pub first_user: Option<String>,
     pub last_user: Option<String>,
     pub tools: Vec<String>,
@@ -334,6 +412,7 @@ pub fn summarize(t: &Turns) -> PartSummary {
     let bound = |r: Option<&&TurnRecord>| r.and_then(|r| r.user.as_deref()).map(|u| cut(u, 300).0);
     PartSummary {
         user_turns: t.user_turns,
+        turns: t.total_turns,
         first_user: bound(users.first()),
         last_user: if users.len() > 1 {
             bound(users.last())

@@ -17,6 +17,7 @@ mod locks;
 mod mock_model;
 mod perf;
 mod polish;
+mod prompts;
 mod real_clients;
 mod resources;
 mod rules_cli;

@@ -394,7 +394,7 @@ fn codex_home_with_sessions_and_archived_sessions() {
     );
     w.write(
         "ch/sessions/2026/01/02/notes.jsonl",
-        &meta("not-a-rollout"),
+        &meta("any-name"),
         HOURS_2,
     );
     let out = w
@@ -410,7 +410,8 @@ fn codex_home_with_sessions_and_archived_sessions() {
         .map(|i| i["sessionId"].as_str().unwrap())
         .collect();
     ids.sort();
-    assert_eq!(ids, vec!["live", "old"]);
+    // Issue 17: every .jsonl under sessions/ is a transcript, whatever its name.
+    assert_eq!(ids, vec!["any-name", "live", "old"]);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Session turns read through the rules: `capture turns`, `capture sessions`, and `no-new-turns`.
+//! Session turns read through the rules: `capture turns`, `capture sessions`, and `no-new-content`.
 
 use crate::common::*;
 use crate::live::{claude_line, live_world};
@@ -206,7 +206,7 @@ fn appending_only_a_title_spends_no_run_and_keeps_the_cursor() {
     write_aged(&l.transcript, format!("{first}{title}").as_bytes(), HOURS_2);
     let s = l.summary();
     let sk = find_by_path(&s, "skipped", &l.transcript).unwrap();
-    assert_eq!(sk["reason"], "no-new-turns");
+    assert_eq!(sk["reason"], "no-new-content");
     assert_eq!(l.calls().len(), 1);
     assert_eq!(l.entry()["lastCapturedLine"], 3);
     // A real prompt arrives: captured from the old cursor, title lines included.

@@ -25,6 +25,9 @@ fn now_in(l: &Live, dir: &std::path::Path, args: &[&str]) -> (i32, serde_json::V
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    if out.status.code() != Some(2) {
+        crate::polish::validate("capture-now.schema.json", &v);
+    }
     (out.status.code().unwrap_or(-1), v)
 }
 

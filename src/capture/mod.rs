@@ -37,6 +37,8 @@ pub struct RunSpec<'a> {
     pub part_lines: Option<(u64, u64)>,
     /// Shared by the chunks of one part, so their run ids sort in chunk order.
     pub id_base: Option<&'a str>,
+    /// `capture now`: `trigger: "manual"` in the record, and whether it captures from line 1 again.
+    pub manual: Option<crate::sweep::Manual>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -79,6 +81,8 @@ pub fn queue(
         sweep_id: spec.sweep_id.map(str::to_string),
         chunk: spec.chunk,
         part_lines: spec.part_lines,
+        trigger: spec.manual.map(|_| "manual".to_string()),
+        from_start: spec.manual.and_then(|m| m.from_start.then_some(true)),
         mac: None,
         wrote_outside_wiki: None,
         also_changed_during_run: None,

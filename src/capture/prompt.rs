@@ -39,7 +39,14 @@ pub fn render(
         "This transcript is from app {}, session {}:\n  {}\n\n",
         run.app, run.session_id, run.transcript_path
     ));
-    if run.from_line <= 1 {
+    if run.from_start == Some(true) {
+        p.push_str(&format!(
+            "This capture was asked to start over from line 1 (`almanac capture now --from-start`): capture \
+             lines 1 to {} (bytes 0 to {}) again. Earlier lines may already be in the wiki: update and correct \
+             those pages rather than duplicating them.\n",
+            run.to_line, run.to_byte
+        ));
+    } else if run.from_line <= 1 {
         p.push_str(&format!(
             "Nothing of this session has been captured yet. Capture lines 1 to {} (bytes 0 to {}).\n",
             run.to_line, run.to_byte

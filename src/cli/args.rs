@@ -100,6 +100,8 @@ pub(super) enum AutomationCommand {
 pub(super) enum CaptureCommand {
     /// Find new transcript content and start background capture runs (or, with --dry-run, report).
     Sweep(SweepArgs),
+    /// Capture one session now (default: the latest of this repo), in the background or --foreground.
+    Now(NowArgs),
     /// Show a repo's capture ledger, pending runs and recent failures.
     Status {
         /// The repo (default: the nearest directory at or above the current one holding .almanac/).
@@ -204,6 +206,34 @@ pub(super) struct SweepArgs {
     pub max_tokens_per_run: Option<u64>,
 }
 
+#[derive(Args, Debug)]
+pub(super) struct NowArgs {
+    /// The session's transcript.
+    #[arg(conflicts_with_all = ["session", "latest"])]
+    pub transcript: Option<PathBuf>,
+    /// The session with this id (of any app, or of --app).
+    #[arg(long, value_name = "ID", conflicts_with = "latest")]
+    pub session: Option<String>,
+    /// The most recently modified session of the repo of the current directory (the default).
+    #[arg(long)]
+    pub latest: bool,
+    /// Only this app's sessions.
+    #[arg(long, value_name = "ID")]
+    pub app: Option<String>,
+    /// Run the capture in this process, show the agent's output, exit with its result.
+    #[arg(long)]
+    pub foreground: bool,
+    /// The agent profile for this run (default: [capture] agent).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Capture from line 1, whatever was captured before.
+    #[arg(long)]
+    pub from_start: bool,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub(super) enum RulesCommand {
     /// List the loaded rule sets, where they come from, and their store roots.
@@ -236,6 +266,7 @@ impl Command {
     pub fn json(&self) -> bool {
         match self {
             Command::Capture(CaptureCommand::Sweep(a)) => a.json,
+            Command::Capture(CaptureCommand::Now(a)) => a.json,
             Command::Capture(
                 CaptureCommand::Status { json, .. }
                 | CaptureCommand::Reset { json, .. }

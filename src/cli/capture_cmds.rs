@@ -55,6 +55,11 @@ fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
         .map(|(k, e)| {
             let mut v = serde_json::to_value(e).unwrap_or_default();
             v["key"] = serde_json::Value::String(k.clone());
+            // Runs started by hand (`capture now`) are marked.
+            let last = e.last_run_id.as_deref().or(e.pending_run_id.as_deref());
+            if let Some(r) = last.and_then(|id| ledger::record::read(&ledger::runs_dir(repo), id)) {
+                v["lastRunTrigger"] = r.trigger.unwrap_or_else(|| "sweep".into()).into();
+            }
             v
         })
         .collect();

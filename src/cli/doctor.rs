@@ -220,6 +220,7 @@ fn dry_sweep(cx: &Context, config: &Config, catalog: &Catalog) -> Summary {
             dry_run: true,
             agent: config.capture.agent.clone(),
             budget: config.budget,
+            manual: None,
         },
     )
 }

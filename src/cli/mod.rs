@@ -6,6 +6,7 @@ mod automation_cmds;
 mod capture_cmds;
 mod doctor;
 mod explain;
+mod now_cmd;
 mod output;
 mod rules_cmds;
 mod sweep_cmd;
@@ -139,6 +140,7 @@ fn capture_command(
 ) -> Result<i32, Failure> {
     match command {
         CaptureCommand::Sweep(args) => sweep_cmd::sweep_command(cx, rules_dir, args, out),
+        CaptureCommand::Now(args) => now_cmd::now_command(cx, rules_dir, args, out),
         CaptureCommand::Turns {
             transcript,
             since_line,

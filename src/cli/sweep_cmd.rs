@@ -56,6 +56,7 @@ pub(super) fn sweep_command(
         dry_run: args.dry_run,
         agent: config.capture.agent.clone(),
         budget,
+        manual: None,
     };
     let summary = sweep::run(&catalog, cx, &options);
     let code = if args.strict && !summary.needs_attention.is_empty() {

@@ -64,6 +64,12 @@ pub struct RunRecord {
     /// The whole new part's lines when this run is one chunk of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part_lines: Option<(u64, u64)>,
+    /// `manual`: queued by `capture now` rather than a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// `capture now --from-start`: captures from line 1 although earlier lines were captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_start: Option<bool>,
     /// Files outside `.almanac/` (relative to the repo) the agent changed during the run, as the check
     /// after the run found them (`capture::verify`); never reverted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

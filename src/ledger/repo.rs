@@ -180,6 +180,8 @@ mod tests {
             sweep_id: None,
             chunk: None,
             part_lines: None,
+            trigger: None,
+            from_start: None,
             mac: None,
             wrote_outside_wiki: None,
             also_changed_during_run: None,

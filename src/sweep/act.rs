@@ -216,10 +216,12 @@ fn queue_part(
             prefix_hash: &chunk.hash,
             agent: &opts.agent,
             summary: p.summaries.get(i).and_then(Option::as_ref),
-            sweep_id: Some(sweep_id),
+            // A manual run is none of a sweep's: the circuit breaker does not count it.
+            sweep_id: opts.manual.is_none().then_some(sweep_id),
             chunk: chunked.then_some((p.first + i as u32, p.of)),
             part_lines: chunked.then_some(p.part_lines),
             id_base: chunked.then_some(id_base.as_str()),
+            manual: opts.manual,
         };
         match capture::queue(&spec, &cx.almanac_home, now) {
             Ok(record) => {
@@ -313,7 +315,7 @@ fn act_repo(
             ));
             continue;
         }
-        if !a.breaker_started {
+        if !a.breaker_started && a.opts.manual.is_none() {
             a.breaker_started = true;
             let max = a.opts.budget.breaker_failures;
             let home = &a.cx.almanac_home;
@@ -357,7 +359,8 @@ fn act_repo(
         }
     }
     // Checked after the runs were queued: a worker that leaves now looks at the queue once more.
-    if state.has_pending() && !ledger::worker_alive(repo) {
+    let foreground = a.opts.manual.is_some_and(|m| m.foreground);
+    if state.has_pending() && !foreground && !ledger::worker_alive(repo) {
         if let Err(err) = capture::spawn_worker(repo) {
             let msg = format!("cannot start the background worker: {err}");
             fail_started(repo, Some(state), new_runs, &msg, now, summary);

@@ -45,6 +45,17 @@ impl EntryView {
     }
 }
 
+impl EntryView {
+    /// `capture now --from-start`: nothing counts as captured (the entry still guards the act phase).
+    pub fn starting_over(mut self, from_start: bool) -> EntryView {
+        if from_start {
+            self.captured_bytes = 0;
+            self.no_content_at_this_size = false;
+        }
+        self
+    }
+}
+
 fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
     e.file_id == Some(file.file_id)
         && match file.path.to_str() {
@@ -125,9 +136,10 @@ fn decide_one(
     entry: Option<&LedgerEntry>,
     internal: bool,
     settings: &Settings,
+    from_start: bool,
 ) -> Decided {
     let rule = catalog.get(&file.app).expect("walked apps exist");
-    let view = entry.map(|e| EntryView::of(e, file));
+    let view = entry.map(|e| EntryView::of(e, file).starting_over(from_start));
     let (decision, detail) = policy::decide_fast(
         &catalog.policy,
         &facts(rule, file, ex, view, internal),
@@ -165,12 +177,14 @@ pub struct Decisions {
 }
 
 /// Decides every candidate; skips and attention items go to the summary, eligible ones come back.
+/// `from_start` (`capture now --from-start`): every entry's cursor is taken as line 1.
 pub fn decide(
     catalog: &Catalog,
     candidates: &[Candidate],
     settings: &Settings,
     live: bool,
     summary: &mut Summary,
+    from_start: bool,
 ) -> Decisions {
     let mut by_repo: BTreeMap<&std::ffi::OsStr, Vec<usize>> = BTreeMap::new();
     for (i, (_, ex)) in candidates.iter().enumerate() {
@@ -192,6 +206,7 @@ pub fn decide(
             catalog,
             settings,
             live.then_some(deadline),
+            from_start,
         )
     });
     drop(groups);
@@ -224,7 +239,7 @@ pub fn decide(
                 Some(d) => d,
                 None => continue, // the repo's ledger could not be read or locked; reported above
             },
-            None => decide_one(catalog, c, None, false, settings),
+            None => decide_one(catalog, c, None, false, settings, from_start),
         };
         if let Some(w) = settle(catalog, c, i, d, &internal, settings, summary) {
             out.work.push(w);
@@ -372,6 +387,7 @@ fn repo_pass(
     catalog: &Catalog,
     settings: &Settings,
     deadline: Option<std::time::Instant>,
+    from_start: bool,
 ) -> RepoPass {
     let live = deadline.is_some();
     let mut pass = RepoPass {
@@ -437,7 +453,14 @@ fn repo_pass(
                 .is_some_and(|s| state.ledger.agent_sessions.contains(s));
             (
                 i,
-                decide_one(catalog, &candidates[i], entry, internal, settings),
+                decide_one(
+                    catalog,
+                    &candidates[i],
+                    entry,
+                    internal,
+                    settings,
+                    from_start,
+                ),
             )
         })
         .collect();

@@ -12,6 +12,7 @@
 mod act;
 mod decide;
 mod gather;
+pub mod now;
 mod plan;
 pub mod range;
 pub mod setup;
@@ -33,6 +34,17 @@ pub struct SweepOptions {
     /// The agent new runs use (`[capture] agent`).
     pub agent: String,
     pub budget: crate::config::Budget,
+    /// `capture now`: one session, by hand (None for a sweep).
+    pub manual: Option<Manual>,
+}
+
+/// How `capture now` differs from a sweep past choosing its one session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Manual {
+    /// Capture from line 1, whatever the ledger's cursor (the prompt says so).
+    pub from_start: bool,
+    /// The caller runs the repo's queue itself: no background worker is started.
+    pub foreground: bool,
 }
 
 pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
@@ -41,10 +53,35 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     let live = !opts.dry_run;
     let since = opts.settings.capture_since.map(policy::iso);
     let mut summary = Summary::new(opts.dry_run, since);
-
     let gathered = gather::gather(catalog, cx, &opts.apps, live, &mut summary, &trace);
-    let candidates = &gathered.candidates;
-    let decisions = decide::decide(catalog, candidates, &opts.settings, live, &mut summary);
+    phases(
+        catalog,
+        cx,
+        &gathered.candidates,
+        opts,
+        &mut summary,
+        &trace,
+    );
+    gather::save_cache(catalog, &gathered);
+    trace.mark("acted and saved");
+    summary.sort();
+    summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;
+    summary
+}
+
+/// Decide, plan and act over gathered candidates (all of a sweep's, or the one of `capture now`).
+fn phases(
+    catalog: &Catalog,
+    cx: &Context,
+    candidates: &[gather::Candidate],
+    opts: &SweepOptions,
+    summary: &mut Summary,
+    trace: &Trace,
+) {
+    let live = !opts.dry_run;
+    let from_start = opts.manual.is_some_and(|m| m.from_start);
+    let settings = &opts.settings;
+    let decisions = decide::decide(catalog, candidates, settings, live, summary, from_start);
     trace.mark("ledgers and decisions");
 
     let mut updates = act::Updates::default();
@@ -54,23 +91,18 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
         decisions.work,
         opts,
         &mut updates,
-        &mut summary,
+        summary,
     );
     trace.mark("new parts read");
-    let planned = plan::spend_budget(catalog, candidates, plans, opts, &mut summary);
+    let planned = plan::spend_budget(catalog, candidates, plans, opts, summary);
 
     if live {
         crate::util::fault::pause("before-act");
         let repos = &decisions.repos;
-        act::act(cx, candidates, repos, planned, updates, opts, &mut summary);
+        act::act(cx, candidates, repos, planned, updates, opts, summary);
     } else {
-        act::list_runs(candidates, planned, &mut summary);
+        act::list_runs(candidates, planned, summary);
     }
-    gather::save_cache(catalog, &gathered);
-    trace.mark("acted and saved");
-    summary.sort();
-    summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;
-    summary
 }
 
 /// `ALMANAC_TRACE=timing` prints how long each phase of a sweep took, to stderr.

@@ -69,11 +69,17 @@ pub fn read_new_parts(
         let mut bytes_read = 0;
         // Hash when a prefix must be verified, or when a live run needs the new prefix's hash.
         let hash = live || w.entry.is_some();
+        // `capture now --from-start`: from line 1, as if nothing had been captured (nor any baseline).
+        let from_start = opts.manual.is_some_and(|m| m.from_start);
+        let mut start_over = opts.settings.clone();
+        if from_start {
+            start_over.capture_since = None;
+        }
         let outcome = decide_range(
             rule,
             file,
-            w.entry.as_deref(),
-            &opts.settings,
+            w.entry.as_deref().filter(|_| !from_start),
+            &start_over,
             hash,
             Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
             &mut bytes_read,
@@ -153,7 +159,8 @@ fn settle(
     // Now that the new part is known, ask the policy again (no-new-content).
     if let Some(content_turns) = part {
         let rule = catalog.get(&file.app).expect("walked apps exist");
-        let view = found.map(|e| EntryView::of(e, file));
+        let from_start = opts.manual.is_some_and(|m| m.from_start);
+        let view = found.map(|e| EntryView::of(e, file).starting_over(from_start));
         let mut f = facts(rule, file, ex, view, false);
         f.new_content_turns = Some(content_turns);
         let (decision, detail) = policy::decide_fast(&catalog.policy, &f, &opts.settings);
@@ -234,7 +241,9 @@ pub fn spend_budget(
         t.runs += take as u64;
         // A part an earlier sweep began (the budget ran out, or a chunk failed) keeps its numbering.
         let repo = ex.repo.as_deref();
+        let from_start = opts.manual.is_some_and(|m| m.from_start);
         let (done, part_from) = repo
+            .filter(|_| !from_start)
             .and_then(|repo| earlier_chunks(repo, plan.entry.as_deref()))
             .unwrap_or((0, plan.r.from_line_before + 1));
         out.push(Planned {

@@ -5,6 +5,7 @@ mod agent_process;
 mod agents_real;
 mod automation;
 mod budget;
+mod capture_now;
 mod codex_capture;
 mod common;
 mod fixtures;

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -404,6 +405,19 @@ fn wait(
 }
 
 /// Why the run failed, in words; None when the agent exited 0.
+/// Set when the person running `capture now --foreground` pressed Ctrl-C: the agent that is running
+/// is stopped by them, its run fails as interrupted (the cursor stays), and the worker starts nothing more.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Records the interruption (async-signal-safe: one atomic store).
+pub fn interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 fn describe_failure(
     def: &AgentDef,
     status: Option<ExitStatus>,
@@ -418,6 +432,10 @@ fn describe_failure(
     }
     match (status.and_then(|s| s.code()), status) {
         (Some(0), _) => None,
+        _ if interrupted() => Some(format!(
+            "interrupted (Ctrl-C): agent \"{}\" was stopped; the cursor stays where it was",
+            def.name
+        )),
         (Some(c), _) => Some(format!("agent \"{}\" exited with code {c}", def.name)),
         (None, Some(s)) => Some(format!("agent \"{}\" was killed ({s})", def.name)),
         (None, None) => Some(format!("agent \"{}\": lost track of the process", def.name)),

@@ -50,6 +50,11 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             // A slot first (it may mean waiting for other repos' agents), then the run: waiting is not
             // part of any run's time.
             let slot = take_slot(cx);
+            // Interrupted (Ctrl-C on `capture now --foreground`): start nothing more; what is queued
+            // stays queued for the next worker.
+            if super::agent::interrupted() {
+                break;
+            }
             let Some(record) = pick_next(repo, &mut known, &mut held) else {
                 break;
             };
@@ -67,7 +72,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
         drop(locks);
         // A sweep may have queued a run between our last look and the unlock; it saw our lock held and
         // started no worker, so look once more.
-        if queued_ids(repo, &mut known).is_empty() {
+        if super::agent::interrupted() || queued_ids(repo, &mut known).is_empty() {
             return 0;
         }
     }

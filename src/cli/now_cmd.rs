@@ -200,13 +200,18 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
     let ids: Vec<String> = o.started.iter().map(|s| s.run_id.clone()).collect();
     let tty = std::io::stdout().is_terminal() && !out.is_json();
     let start = Instant::now();
-    let mut shown = 0u64;
+    let mut shown: std::collections::HashMap<String, u64> = Default::default();
     let mut last_progress = Instant::now();
+    on_ctrl_c();
+    let mut stopped = false;
     let finals = std::thread::scope(|sc| {
         let worker = sc.spawn(|| crate::capture::worker::run_worker(cx, &o.repo_root));
         loop {
             let recs: Vec<Option<record::RunRecord>> =
                 ids.iter().map(|id| record::read(&runs, id)).collect();
+            if crate::capture::agent::interrupted() && !stopped {
+                stopped = stop_agents(&recs);
+            }
             let terminal = |r: &Option<record::RunRecord>| {
                 r.as_ref()
                     .is_some_and(|r| matches!(r.status, RunStatus::Done | RunStatus::Failed))
@@ -217,13 +222,17 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
                     .flatten()
                     .find(|r| r.status == RunStatus::Running)
                 {
-                    shown = stream(Path::new(&r.log_path), shown);
+                    let at = shown.entry(r.run_id.clone()).or_default();
+                    *at = stream(Path::new(&r.log_path), *at);
                 }
             } else if last_progress.elapsed() >= Duration::from_secs(5) {
                 last_progress = Instant::now();
                 eprintln!("almanac: capturing... {}s", start.elapsed().as_secs());
             }
-            if recs.iter().all(terminal) {
+            // Interrupted: done once our worker has stopped (a run it never started stays queued).
+            if recs.iter().all(terminal)
+                || (crate::capture::agent::interrupted() && worker.is_finished())
+            {
                 return recs;
             }
             // Our worker left with runs still queued and none alive (another took them, then died).
@@ -264,11 +273,43 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
             }
         },
     );
-    if failed {
+    if crate::capture::agent::interrupted() {
+        EXIT_INTERRUPTED
+    } else if failed {
         EXIT_FAILURE
     } else {
         EXIT_OK
     }
+}
+
+/// The exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// Ctrl-C reaches almanac, not the agent (which runs in a process group of its own): it is recorded,
+/// and the follow loop stops the running agent.
+fn on_ctrl_c() {
+    extern "C" fn handler(_: libc::c_int) {
+        crate::capture::agent::interrupt();
+    }
+    let handler: extern "C" fn(libc::c_int) = handler;
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+    }
+}
+
+/// Stops the agent of each running run by its recorded process group (SIGTERM; the worker's own
+/// end-of-run kill takes care of the rest). Returns whether one was found to stop.
+fn stop_agents(recs: &[Option<record::RunRecord>]) -> bool {
+    let mut any = false;
+    for r in recs.iter().flatten() {
+        if let (RunStatus::Running, Some(p)) = (r.status, r.agent_process) {
+            unsafe {
+                libc::kill(-(p.pgid as i32), libc::SIGTERM);
+            }
+            any = true;
+        }
+    }
+    any
 }
 
 fn run_json(r: &record::RunRecord) -> serde_json::Value {

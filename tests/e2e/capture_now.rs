@@ -204,3 +204,70 @@ fn an_unknown_or_missing_session_is_a_usage_error() {
     let (code, v) = now_in(&l, l.w.root(), &[]);
     assert_eq!(code, 2, "{v}");
 }
+
+#[test]
+fn ctrl_c_in_the_foreground_stops_the_agent_and_keeps_the_cursor() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    // The fake agent records its pid and sleeps (see FAKE_AGENT in live.rs).
+    std::fs::write(l.fake.join("sleep"), "60").unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", l.w.home())
+        .env("ALMANAC_HOME", l.w.almanac_home())
+        .env("FAKE_DIR", &l.fake)
+        .current_dir(&l.repo)
+        .args(["capture", "now", "--foreground"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = l.fake.join("agent.pid");
+    let start = std::time::Instant::now();
+    while !pid_file.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the agent started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let agent: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Ctrl-C at a terminal sends SIGINT to almanac's process group; the agent has a group of its own.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            unsafe { libc::kill(-agent, libc::SIGKILL) };
+            panic!("capture now --foreground did not stop on Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        unsafe { libc::kill(agent, 0) } != 0,
+        "the agent was stopped with the command"
+    );
+    let run = &l.runs()[0];
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(
+        run["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted"),
+        "{run}"
+    );
+    assert_eq!(
+        l.entry()["lastCapturedLine"],
+        0,
+        "the cursor stays where it was"
+    );
+}

@@ -7,6 +7,7 @@ mod automation;
 mod budget;
 mod codex_capture;
 mod common;
+mod corpus;
 mod fixtures;
 mod fuzz_regressions;
 mod hostile;

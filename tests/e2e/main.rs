@@ -8,6 +8,7 @@ mod budget;
 mod capture_now;
 mod codex_capture;
 mod common;
+mod corpus;
 mod fixtures;
 mod fuzz_regressions;
 mod hostile;

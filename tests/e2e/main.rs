@@ -1,6 +1,7 @@
 //! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
 //! and checks what a user would check.
 
+mod agent_env;
 mod agent_process;
 mod agents_real;
 mod automation;

@@ -6,6 +6,7 @@ mod agent_process;
 mod agents_real;
 mod automation;
 mod budget;
+mod claude_capture;
 mod codex_capture;
 mod common;
 mod fixtures;

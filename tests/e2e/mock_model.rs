@@ -89,6 +89,11 @@ impl MockModel {
         self.state.lock().unwrap().log.clone()
     }
 
+    /// Queues more turns after those not yet taken.
+    pub fn queue(&self, turns: Vec<Turn>) {
+        self.state.lock().unwrap().turns.extend(turns);
+    }
+
     /// The turns not yet taken.
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().turns.len()

@@ -51,6 +51,10 @@ fn world(capture: &str) -> Live {
 
 /// A live sweep with the real CLI on PATH and pointed at `mock`; its summary.
 fn sweep(l: &Live, mock: &MockModel, claude: &Path) -> serde_json::Value {
+    sweep_apps(l, mock, claude, "claude")
+}
+
+fn sweep_apps(l: &Live, mock: &MockModel, claude: &Path, apps: &str) -> serde_json::Value {
     let path = format!(
         "{}:{}",
         claude.parent().unwrap().display(),
@@ -61,7 +65,7 @@ fn sweep(l: &Live, mock: &MockModel, claude: &Path) -> serde_json::Value {
         cmd.env(k, v);
     }
     cmd.env("PATH", &path).args([
-        "capture", "sweep", "--json", "--quiet", "0m", "--apps", "claude",
+        "capture", "sweep", "--json", "--quiet", "0m", "--apps", apps,
     ]);
     json_ok(&mut cmd)["summary"].clone()
 }
@@ -241,4 +245,76 @@ fn real_claude_agent_whose_api_never_answers_is_stopped_at_the_timeout() {
         "{:?}",
         start.elapsed()
     );
+}
+
+#[test]
+fn real_codex_session_is_captured_by_the_real_claude_agent() {
+    let (Some(claude), Some(codex)) = (client_or_skip("claude"), client_or_skip("codex")) else {
+        return;
+    };
+    let l = world("[capture]\ntimeout = \"1m\"\nmax_attempts = 1\n");
+    let page = l.repo.join(".almanac/pages/codex.md");
+    let mock = MockModel::start(vec![
+        Turn::Tool {
+            name: "exec_command".into(),
+            input: json!({"cmd": "cat src/main.rs"}),
+        },
+        Turn::Text("main.rs is empty.".into()),
+        Turn::Text("Then add a flag.".into()),
+        claude_write(&page.display().to_string(), PAGE),
+        Turn::Text("Wrote the page.".into()),
+    ]);
+    let exec = |args: &[&str]| {
+        let mut a = vec!["exec", "--json", "--skip-git-repo-check"];
+        a.extend_from_slice(args);
+        let out = run_client(&l.w, &mock, &codex, &a, &l.repo);
+        assert!(
+            out.status.success(),
+            "{}",
+            crate::agents_real::describe(&out, &mock)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = exec(&["What is in src/main.rs?"]);
+    let thread = out
+        .lines()
+        .filter_map(|x| serde_json::from_str::<serde_json::Value>(x).ok())
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
+        .expect("thread.started");
+    exec(&["resume", &thread, "Add a --verbose flag"]);
+    let rollout = walkdir::WalkDir::new(l.w.home().join(".codex/sessions"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(&format!("{thread}.jsonl"))
+        })
+        .expect("the rollout")
+        .into_path();
+    let size = std::fs::metadata(&rollout).unwrap().len();
+    let s = sweep_apps(&l, &mock, &claude, "codex");
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(started[0]["transcriptPath"], rollout.display().to_string());
+    l.wait_idle();
+    let run = l.runs()[0].clone();
+    let why = format!("{run}\n{}", run_log(&run));
+    assert_eq!(run["status"], "done", "{why}");
+    assert_eq!(
+        std::fs::read_to_string(&page).ok().as_deref(),
+        Some(PAGE),
+        "{why}"
+    );
+    let entry = l.ledger()["entries"][format!("codex:{thread}")].clone();
+    assert_eq!(entry["lastCapturedSize"], size, "{entry}");
+    let agent = run["agentSessionId"].as_str().expect(&why).to_string();
+    let own = claude_transcript(&l.w.home(), &agent).expect("the agent wrote its transcript");
+    set_age(&own, HOURS_2);
+    let s = sweep_apps(&l, &mock, &claude, "claude,codex");
+    let skipped = find_by_path(&s, "skipped", &own).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(skipped["reason"], "internal-almanac-session", "{s}");
+    assert!(items(&s, "started").is_empty(), "{s}");
+    assert_eq!(mock.remaining(), 0);
 }

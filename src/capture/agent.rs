@@ -57,11 +57,16 @@ fn fill_one(arg: &str, vars: &HashMap<&str, String>) -> String {
 
 /// Finds `program` on PATH at call time (a path with `/` is taken as it is).
 pub fn resolve_program(program: &str) -> Option<PathBuf> {
+    resolve_program_in(program, std::env::var_os("PATH"))
+}
+
+/// Finds `program` on the search path `paths` (the agent's own PATH when its profile sets one).
+fn resolve_program_in(program: &str, paths: Option<std::ffi::OsString>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }
-    let paths = std::env::var_os("PATH")?;
+    let paths = paths?;
     std::env::split_paths(&paths)
         .map(|d| d.join(program))
         .find(|p| {
@@ -332,7 +337,13 @@ fn spawn(
     shared: Option<std::io::PipeWriter>,
 ) -> Result<Child, String> {
     use std::os::unix::process::CommandExt;
-    let Some(program) = resolve_program(&argv[0]) else {
+    // The agent's environment: the worker's (inherited from the sweep) plus the profile's `env`; its
+    // PATH, when the profile sets one, is also where the program is looked up.
+    let path = match def.env.iter().rev().find(|(k, _)| k == "PATH") {
+        Some((_, p)) => Some(p.into()),
+        None => std::env::var_os("PATH"),
+    };
+    let Some(program) = resolve_program_in(&argv[0], path) else {
         return Err(format!(
             "agent \"{}\": program \"{}\" not found on PATH; install it or set [capture.agents.{}] command in config.toml",
             def.name, argv[0], def.name
@@ -340,6 +351,7 @@ fn spawn(
     };
     let mut cmd = Command::new(&program);
     cmd.args(&argv[1..])
+        .envs(def.env.iter().map(|(k, v)| (k, v)))
         .current_dir(repo)
         .stdin(match def.stdin {
             AgentStdin::Prompt => Stdio::piped(),

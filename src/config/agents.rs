@@ -14,6 +14,9 @@ pub struct AgentDef {
     pub stdin: AgentStdin,
     /// How almanac learns the agent's own session id, so its transcripts are known as almanac's own.
     pub session_id: SessionIdSource,
+    /// Variables set for the agent on top of the environment the worker inherited from the sweep
+    /// (`[capture.agents.<name>] env`), in the order written.
+    pub env: Vec<(String, String)>,
 }
 
 /// What a capture agent is given on standard input.
@@ -176,6 +179,7 @@ fn profile(src: &str) -> Result<AgentDef, String> {
             preset: raw.session_id.preset,
             from_stdout: raw.session_id.from_stdout,
         },
+        env: Vec::new(),
     })
 }
 

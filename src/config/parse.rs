@@ -265,14 +265,69 @@ fn parse_capture(
             )
         })?;
         for (name, def) in table.iter() {
-            let agent = parse_agent(name, def, bad)?;
-            match out.agents.iter_mut().find(|a| a.name == name) {
-                Some(existing) => *existing = agent,
-                None => out.agents.push(agent),
+            let env = parse_env(name, def, bad)?;
+            // A table with only `env` adds variables to the agent of that name (e.g. the built-in).
+            match (
+                out.agents.iter_mut().find(|a| a.name == name),
+                def.get("command"),
+            ) {
+                (Some(existing), None) => existing.env = env,
+                (Some(existing), Some(_)) => {
+                    *existing = AgentDef {
+                        env,
+                        ..parse_agent(name, def, bad)?
+                    }
+                }
+                (None, _) => out.agents.push(AgentDef {
+                    env,
+                    ..parse_agent(name, def, bad)?
+                }),
             }
         }
     }
     Ok(())
+}
+
+/// `[capture.agents.<name>] env = { KEY = "value", ... }`: variables the agent gets on top of the
+/// environment the worker inherited from the sweep. Names must be non-empty without `=` or NUL; values
+/// strings without NUL.
+fn parse_env(
+    name: &str,
+    def: &toml_edit::Item,
+    bad: Bad<'_>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let key = format!("capture.agents.{name}.env");
+    let Some(item) = def.get("env") else {
+        return Ok(Vec::new());
+    };
+    let table = item.as_table_like().ok_or_else(|| {
+        bad(
+            &key,
+            "expected a table of strings, e.g. env = { HTTPS_PROXY = \"http://proxy:3128\" }"
+                .into(),
+        )
+    })?;
+    let mut out = Vec::new();
+    for (var, value) in table.iter() {
+        let what = format!("{key}.{var}");
+        if var.is_empty() || var.contains(['=', '\0']) {
+            return Err(bad(
+                &what,
+                "a variable name must be non-empty, without '=' or NUL".into(),
+            ));
+        }
+        let v = value.as_str().ok_or_else(|| {
+            bad(
+                &what,
+                "expected a string value (quote numbers and booleans: \"1\")".into(),
+            )
+        })?;
+        if v.contains('\0') {
+            return Err(bad(&what, "the value contains a NUL byte".into()));
+        }
+        out.push((var.to_string(), v.to_string()));
+    }
+    Ok(out)
 }
 
 /// `[capture.agents.<name>]`: `command`, optionally `stdin` ("prompt" or "none"; by default the prompt
@@ -344,6 +399,7 @@ fn parse_agent(name: &str, def: &toml_edit::Item, bad: Bad<'_>) -> Result<AgentD
             preset,
             from_stdout,
         },
+        env: Vec::new(),
     })
 }
 

@@ -1,21 +1,25 @@
 //! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
 //! and checks what a user would check.
 
+mod agent_env;
 mod agent_process;
 mod agents_real;
 mod automation;
 mod budget;
 mod capture_now;
+mod claude_capture;
 mod codex_capture;
 mod common;
 mod corpus;
 mod fixtures;
+mod fixtures_real_mock;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_repo;
 mod ledger_format;
 mod live;
 mod locks;
+mod make_fixtures;
 mod mock_model;
 mod perf;
 mod polish;

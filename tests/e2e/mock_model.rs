@@ -25,8 +25,10 @@ pub enum Turn {
     /// The model calls a tool with these arguments (the client runs it and calls again).
     Tool { name: String, input: Value },
     /// The server answers with this HTTP status and an API error body (for failing-agent tests).
-    #[allow(dead_code)]
     Error(u16),
+    /// The server reads the request and never answers (for hanging-agent tests; the connection is held
+    /// for 10 minutes).
+    Hang,
 }
 
 /// One request the server received.
@@ -87,6 +89,11 @@ impl MockModel {
         self.state.lock().unwrap().log.clone()
     }
 
+    /// Queues more turns after those not yet taken.
+    pub fn queue(&self, turns: Vec<Turn>) {
+        self.state.lock().unwrap().turns.extend(turns);
+    }
+
     /// The turns not yet taken.
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().turns.len()
@@ -140,6 +147,10 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let p = req.path.split('?').next().unwrap_or("");
     if req.method != "POST" {
         return respond(&mut out, 404, "application/json", b"{}");
+    }
+    if let Turn::Hang = turn {
+        std::thread::sleep(std::time::Duration::from_secs(600));
+        return Ok(());
     }
     if let Turn::Error(code) = turn {
         let body =
@@ -226,7 +237,7 @@ fn anthropic_block(turn: &Turn, n: u64) -> (Value, &'static str) {
             "tool_use",
         ),
         Turn::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
-        Turn::Error(_) => (json!({"type": "text", "text": ""}), "end_turn"),
+        Turn::Error(_) | Turn::Hang => (json!({"type": "text", "text": ""}), "end_turn"),
     }
 }
 
@@ -276,7 +287,7 @@ fn responses_events(turn: &Turn, n: u64) -> Vec<Value> {
             json!({"type": "message", "id": format!("msg_mock{n}"), "status": "completed",
             "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]})
         }
-        Turn::Error(_) => json!({}),
+        Turn::Error(_) | Turn::Hang => json!({}),
     };
     let mut added = item.clone();
     added["status"] = json!("in_progress");

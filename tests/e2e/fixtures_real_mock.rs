@@ -1,0 +1,202 @@
+//! Reads each transcript in `tests/fixtures/real/mock/` (made by the real CLIs against the mock model,
+//! see `make_fixtures.rs` and `manifest.json`) as a person would: whose session it is, where it ran,
+//! which prompts it holds, what a resume, a fork and a subagent look like; then a dry-run sweep over them.
+
+use crate::common::*;
+use crate::make_fixtures::MOCK_DIR;
+use serde_json::Value;
+use std::path::Path;
+
+fn manifest() -> Vec<Value> {
+    serde_json::from_str(&fixture(&format!("{MOCK_DIR}/manifest.json"))).unwrap()
+}
+
+fn records(rel: &str) -> Vec<Value> {
+    fixture(&format!("{MOCK_DIR}/{rel}"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{rel}: {e}: {l}")))
+        .collect()
+}
+
+/// The text of a Claude `user` record that is a prompt (a string, or text blocks; not tool results).
+fn claude_prompt(r: &Value) -> Option<String> {
+    if r["type"] != "user" {
+        return None;
+    }
+    match &r["message"]["content"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(a) if a.iter().all(|b| b["type"] == "text") => Some(
+            a.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<String>(),
+        ),
+        _ => None,
+    }
+}
+
+/// The text of the Codex `response_item` user messages, excluding injected context.
+fn codex_prompts(recs: &[Value]) -> Vec<String> {
+    recs.iter()
+        .filter(|r| r["type"] == "response_item" && r["payload"]["role"] == "user")
+        .filter_map(|r| {
+            let parts = r["payload"]["content"].as_array()?;
+            Some(parts.iter().filter_map(|p| p["text"].as_str()).collect())
+        })
+        .collect()
+}
+
+fn check_claude(m: &Value) {
+    let file = m["file"].as_str().unwrap();
+    let id = m["sessionId"].as_str().unwrap();
+    assert!(file.ends_with(&format!("/{id}.jsonl")), "{file}");
+    let recs = records(file);
+    for r in &recs {
+        if let Some(s) = r.get("sessionId") {
+            assert_eq!(s, id, "{file}: {r}");
+        }
+        if let Some(c) = r.get("cwd") {
+            assert_eq!(c, REAL_CWD, "{file}");
+        }
+    }
+    let prompts: Vec<String> = recs.iter().filter_map(claude_prompt).collect();
+    for p in m["prompts"].as_array().unwrap() {
+        assert!(
+            prompts.iter().any(|x| x == p.as_str().unwrap()),
+            "{file}: {p} in {prompts:?}"
+        );
+    }
+    if let Some(parent) = m["forkedFrom"].as_str() {
+        // A fork copies the parent's conversation first, with the same uuids, under its own id.
+        let parent_file = file.replace(id, parent);
+        let uuids: Vec<Value> = records(&parent_file)
+            .iter()
+            .map(|r| r["uuid"].clone())
+            .filter(|u| u.is_string())
+            .collect();
+        assert!(
+            recs.iter().any(|r| uuids.contains(&r["uuid"])),
+            "{file} copies {parent}"
+        );
+        assert!(
+            prompts.iter().any(|p| p == "What is in src/main.rs?"),
+            "{prompts:?}"
+        );
+    }
+    if let Some(sub) = m["subagentPrompt"].as_str() {
+        // Claude Code 2.1 writes the subagent in `<session>/subagents/agent-<id>.jsonl`.
+        let dir = Path::new(FIXTURES)
+            .join(MOCK_DIR)
+            .join(file.trim_end_matches(".jsonl"))
+            .join("subagents");
+        let subs: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(subs.len(), 1, "{dir:?}");
+        let rel = subs[0]
+            .path()
+            .strip_prefix(Path::new(FIXTURES).join(MOCK_DIR))
+            .unwrap()
+            .display()
+            .to_string();
+        let srecs = records(&rel);
+        assert!(srecs
+            .iter()
+            .filter(|r| r.get("isSidechain").is_some())
+            .all(|r| r["isSidechain"] == true));
+        assert!(
+            srecs
+                .iter()
+                .filter_map(|r| r.get("sessionId"))
+                .all(|s| s == id),
+            "{rel}"
+        );
+        assert!(
+            srecs.iter().filter_map(claude_prompt).any(|p| p == sub),
+            "{rel}"
+        );
+        assert!(
+            recs.iter()
+                .any(|r| r.to_string().contains("\"name\":\"Task\"")),
+            "the main file holds the Task call"
+        );
+    }
+}
+
+fn check_codex(m: &Value) {
+    let file = m["file"].as_str().unwrap();
+    let id = m["sessionId"].as_str().unwrap();
+    assert!(file.ends_with(&format!("-{id}.jsonl")), "{file}");
+    let recs = records(file);
+    let meta = &recs[0];
+    assert_eq!(meta["type"], "session_meta", "{file}");
+    assert_eq!(meta["payload"]["id"], id, "{file}");
+    assert_eq!(meta["payload"]["cwd"], REAL_CWD, "{file}");
+    let prompts = codex_prompts(&recs);
+    for p in m["prompts"].as_array().unwrap() {
+        assert!(
+            prompts.iter().any(|x| x.contains(p.as_str().unwrap())),
+            "{file}: {p} in {prompts:?}"
+        );
+    }
+    if let Some(parent) = m["forkedFrom"].as_str() {
+        assert_eq!(meta["payload"]["forked_from_id"], parent, "{meta}");
+        assert!(
+            !prompts
+                .iter()
+                .any(|p| p.contains("What is in src/main.rs?")),
+            "a Codex fork does not copy its parent"
+        );
+    } else {
+        assert_eq!(
+            recs.iter().filter(|r| r["type"] == "session_meta").count(),
+            1,
+            "resume appends to the same rollout"
+        );
+    }
+}
+
+#[test]
+fn real_mock_fixtures_read_as_their_commands_say() {
+    let m = manifest();
+    let kinds = |app: &str| m.iter().filter(|x| x["app"] == app).count();
+    assert_eq!((kinds("claude"), kinds("codex")), (3, 2), "{m:?}");
+    for f in &m {
+        assert!(f["version"].is_string() && f["command"].is_string(), "{f}");
+        match f["app"].as_str() {
+            Some("claude") => check_claude(f),
+            _ => check_codex(f),
+        }
+    }
+}
+
+/// Copies the fixtures into a home with `REAL_CWD` rewritten to a repo of the world's own.
+fn install(w: &World, repo: &Path) {
+    let root = Path::new(FIXTURES).join(MOCK_DIR);
+    for (from, to) in [("claude", ".claude"), ("codex", ".codex")] {
+        for e in walkdir::WalkDir::new(root.join(from)).into_iter().flatten() {
+            if e.file_type().is_file() {
+                let rel = e.path().strip_prefix(root.join(from)).unwrap();
+                let text = std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .replace(REAL_CWD, &repo.display().to_string());
+                write_aged(&w.home().join(to).join(rel), text.as_bytes(), HOURS_2);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_dry_run_sweep_maps_every_real_mock_session_to_the_repo() {
+    let w = World::new();
+    let repo = w.repo("proj/app");
+    install(&w, &repo);
+    let s = w.dry_run(&["--quiet", "0m"]);
+    let started = items(&s, "started");
+    for f in manifest() {
+        let id = f["sessionId"].as_str().unwrap();
+        let hit = started
+            .iter()
+            .find(|i| i["sessionId"] == id)
+            .unwrap_or_else(|| panic!("{id} not started: {s}"));
+        assert_eq!(hit["repoRoot"], repo.display().to_string(), "{hit}");
+        assert_eq!(hit["app"], f["app"], "{hit}");
+    }
+}

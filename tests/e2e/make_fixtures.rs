@@ -1,0 +1,288 @@
+//! Regenerates `tests/fixtures/real/mock/`: transcripts written by the real Claude Code and Codex CLIs
+//! against the mock model server (resume, fork, a Task subagent), with the scratch home rewritten to
+//! `/home/dev` so every cwd is `REAL_CWD`. Ignored; run it on purpose:
+//! `ALMANAC_CLIENTS_BIN=... cargo test --test e2e make_real_fixtures -- --ignored`
+//! (or `scripts/make_fixtures.sh`). It also writes `manifest.json`: each file, the CLI version, the
+//! command that made it and what a reader should find in it (checked by `fixtures_real_mock.rs`).
+
+use crate::agents_real::{client_env, describe, run_client};
+use crate::common::*;
+use crate::mock_model::{MockModel, Turn};
+use crate::real_clients::client_or_skip;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+pub const MOCK_DIR: &str = "real/mock";
+const CLAUDE_SESSION: &str = "22222222-3333-4444-8555-666666666666";
+const SUBAGENT_SESSION: &str = "22222222-3333-4444-8555-777777777777";
+
+struct Gen {
+    w: World,
+    mock: MockModel,
+    repo: PathBuf,
+    manifest: Vec<Value>,
+}
+
+impl Gen {
+    fn run(&self, program: &Path, args: &[&str]) -> String {
+        let out = run_client(&self.w, &self.mock, program, args, &self.repo);
+        assert!(out.status.success(), "{}", describe(&out, &self.mock));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn version(program: &Path) -> String {
+    let out = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn claude_fixtures(g: &mut Gen, claude: &Path) {
+    let v = version(claude);
+    let main = g.repo.join("src/main.rs").display().to_string();
+    let read = Turn::Tool {
+        name: "Read".into(),
+        input: json!({"file_path": main}),
+    };
+    // Session S: a tool call, then `--resume S` appends a second prompt to the same file.
+    g.push(vec![
+        read,
+        Turn::Text("It is empty.".into()),
+        Turn::Text("Resumed.".into()),
+    ]);
+    g.run(
+        claude,
+        &[
+            "-p",
+            "What is in src/main.rs?",
+            "--session-id",
+            CLAUDE_SESSION,
+            "--output-format",
+            "json",
+        ],
+    );
+    g.run(
+        claude,
+        &[
+            "-p",
+            "Second prompt, resumed",
+            "--resume",
+            CLAUDE_SESSION,
+            "--output-format",
+            "json",
+        ],
+    );
+    g.manifest.push(json!({"app": "claude", "version": v, "file": format!("{CLAUDE_SESSION}.jsonl"),
+        "command": format!("claude -p \"What is in src/main.rs?\" --session-id {CLAUDE_SESSION} --output-format json; claude -p \"Second prompt, resumed\" --resume {CLAUDE_SESSION} --output-format json"),
+        "sessionId": CLAUDE_SESSION, "prompts": ["What is in src/main.rs?", "Second prompt, resumed"]}));
+    // A fork of S: a new file, a new session id, S's records copied first.
+    g.push(vec![Turn::Text("Forked.".into())]);
+    let out = g.run(
+        claude,
+        &[
+            "-p",
+            "Third prompt, forked",
+            "--resume",
+            CLAUDE_SESSION,
+            "--fork-session",
+            "--output-format",
+            "json",
+        ],
+    );
+    let fork = serde_json::from_str::<Value>(&out).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(fork, CLAUDE_SESSION);
+    g.manifest.push(json!({"app": "claude", "version": v, "file": format!("{fork}.jsonl"),
+        "command": format!("claude -p \"Third prompt, forked\" --resume {CLAUDE_SESSION} --fork-session --output-format json"),
+        "sessionId": fork, "forkedFrom": CLAUDE_SESSION, "prompts": ["Third prompt, forked"]}));
+    // A Task subagent: the main loop calls the Task tool, the subagent answers, the main loop answers.
+    g.push(vec![
+        Turn::Tool { name: "Task".into(), input: json!({"description": "Look around", "prompt": "List the files in src", "subagent_type": "general-purpose"}) },
+        Turn::Text("src holds main.rs.".into()),
+        Turn::Text("The subagent looked.".into()),
+    ]);
+    g.run(
+        claude,
+        &[
+            "-p",
+            "Use a subagent to look at src",
+            "--session-id",
+            SUBAGENT_SESSION,
+            "--output-format",
+            "json",
+        ],
+    );
+    g.manifest.push(json!({"app": "claude", "version": v, "file": format!("{SUBAGENT_SESSION}.jsonl"),
+        "command": format!("claude -p \"Use a subagent to look at src\" --session-id {SUBAGENT_SESSION} --output-format json (the mock answers with a Task tool call)"),
+        "sessionId": SUBAGENT_SESSION, "prompts": ["Use a subagent to look at src"], "subagentPrompt": "List the files in src"}));
+}
+
+fn codex_fixtures(g: &mut Gen, codex: &Path) {
+    let v = version(codex);
+    let cat = Turn::Tool {
+        name: "exec_command".into(),
+        input: json!({"cmd": "cat src/main.rs"}),
+    };
+    g.push(vec![
+        cat,
+        Turn::Text("It is empty.".into()),
+        Turn::Text("Resumed.".into()),
+    ]);
+    let out = g.run(
+        codex,
+        &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "What is in src/main.rs?",
+        ],
+    );
+    let thread = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
+        .expect("thread.started");
+    g.run(
+        codex,
+        &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "resume",
+            &thread,
+            "Second prompt, resumed",
+        ],
+    );
+    g.manifest.push(json!({"app": "codex", "version": v, "sessionId": thread,
+        "command": format!("codex exec --json --skip-git-repo-check \"What is in src/main.rs?\"; codex exec --json --skip-git-repo-check resume {thread} \"Second prompt, resumed\""),
+        "prompts": ["What is in src/main.rs?", "Second prompt, resumed"]}));
+    g.push(vec![Turn::Text("Forked.".into())]);
+    let out = g.run(
+        codex,
+        &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "fork",
+            &thread,
+            "Third prompt, forked",
+        ],
+    );
+    let fork = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
+        .expect("thread.started");
+    g.manifest.push(json!({"app": "codex", "version": v, "sessionId": fork, "forkedFrom": thread,
+        "command": format!("codex exec --json --skip-git-repo-check fork {thread} \"Third prompt, forked\""),
+        "prompts": ["Third prompt, forked"]}));
+}
+
+impl Gen {
+    fn push(&self, turns: Vec<Turn>) {
+        assert_eq!(self.mock.remaining(), 0, "every earlier turn was taken");
+        self.mock.queue(turns);
+    }
+}
+
+/// Copies `from` to `to`, rewriting the scratch home to `/home/dev` in paths and contents.
+fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
+    let home_s = home.display().to_string();
+    let slug = |p: &str| p.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+    let (home_slug, dev_slug) = (slug(&home_s), "-home-dev".to_string());
+    let kernel = std::process::Command::new("uname")
+        .arg("-r")
+        .output()
+        .unwrap()
+        .stdout;
+    let kernel = String::from_utf8_lossy(&kernel).trim().to_string();
+    for e in walkdir::WalkDir::new(from)
+        .into_iter()
+        .filter_map(|e| e.ok())
+    {
+        if !e.file_type().is_file() || e.path().extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let rel = e.path().strip_prefix(from).unwrap().display().to_string();
+        let dest = to.join(rel.replace(&home_slug, &dev_slug));
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let text = text
+            .replace(&home_s, "/home/dev")
+            .replace(&home_slug, &dev_slug)
+            .replace(&kernel, "6.0.0-fixture");
+        let root = home.parent().unwrap().display().to_string();
+        assert!(
+            !text.contains(&root),
+            "{} still names {root}",
+            dest.display()
+        );
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, text).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "regenerates tests/fixtures/real/mock with the real CLIs"]
+fn make_real_fixtures() {
+    let (Some(claude), Some(codex)) = (client_or_skip("claude"), client_or_skip("codex")) else {
+        return;
+    };
+    let w = World::new();
+    let repo = w.home().join("proj/my_repo.x");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join(".almanac/pages")).unwrap();
+    std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let mock = MockModel::start(vec![]);
+    let _ = client_env(&w, &mock);
+    let mut g = Gen {
+        w,
+        mock,
+        repo,
+        manifest: vec![],
+    };
+    claude_fixtures(&mut g, &claude);
+    codex_fixtures(&mut g, &codex);
+    let out = Path::new(FIXTURES).join(MOCK_DIR);
+    let _ = std::fs::remove_dir_all(&out);
+    rewrite_tree(
+        &g.w.home().join(".claude/projects"),
+        &out.join("claude/projects"),
+        &g.w.home(),
+    );
+    rewrite_tree(
+        &g.w.home().join(".codex/sessions"),
+        &out.join("codex/sessions"),
+        &g.w.home(),
+    );
+    // Codex files are named by time and id: record each one's path.
+    for m in g.manifest.iter_mut().filter(|m| m["app"] == "codex") {
+        let id = m["sessionId"].as_str().unwrap().to_string();
+        let f = walkdir::WalkDir::new(out.join("codex"))
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .find(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .ends_with(&format!("{id}.jsonl"))
+            })
+            .expect("the rollout");
+        m["file"] = json!(f.path().strip_prefix(&out).unwrap().display().to_string());
+    }
+    for m in g.manifest.iter_mut().filter(|m| m["app"] == "claude") {
+        m["file"] = json!(format!(
+            "claude/projects/-home-dev-proj-my-repo-x/{}",
+            m["file"].as_str().unwrap()
+        ));
+    }
+    std::fs::write(
+        out.join("manifest.json"),
+        serde_json::to_string_pretty(&g.manifest).unwrap() + "\n",
+    )
+    .unwrap();
+}

@@ -46,6 +46,13 @@ pub fn status(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32,
     Ok(EXIT_OK)
 }
 
+/// Who started the entry's latest run: `sweep`, or `manual` for `capture now` (None without a run).
+fn last_run_trigger(repo: &Path, e: &ledger::LedgerEntry) -> Option<String> {
+    let last = e.last_run_id.as_deref().or(e.pending_run_id.as_deref())?;
+    let r = ledger::record::read(&ledger::runs_dir(repo), last)?;
+    Some(r.trigger.unwrap_or_else(|| "sweep".into()))
+}
+
 fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
     let loaded = &view.loaded;
     let entries: Vec<_> = loaded
@@ -55,10 +62,8 @@ fn status_json(repo: &Path, view: &Overview) -> serde_json::Value {
         .map(|(k, e)| {
             let mut v = serde_json::to_value(e).unwrap_or_default();
             v["key"] = serde_json::Value::String(k.clone());
-            // Runs started by hand (`capture now`) are marked.
-            let last = e.last_run_id.as_deref().or(e.pending_run_id.as_deref());
-            if let Some(r) = last.and_then(|id| ledger::record::read(&ledger::runs_dir(repo), id)) {
-                v["lastRunTrigger"] = r.trigger.unwrap_or_else(|| "sweep".into()).into();
+            if let Some(trigger) = last_run_trigger(repo, e) {
+                v["lastRunTrigger"] = trigger.into();
             }
             v
         })
@@ -96,7 +101,11 @@ fn render_status(repo: &Path, view: &Overview, out: &mut Out) {
         loaded.ledger.entries.len()
     ));
     for e in loaded.ledger.entries.values() {
-        render_entry(e, out);
+        render_entry(
+            e,
+            last_run_trigger(repo, e).as_deref() == Some("manual"),
+            out,
+        );
     }
     out.line(&format!(
         "  runs: {} queued, {} running; worker {}",
@@ -138,7 +147,7 @@ fn render_foreign(view: &Overview, out: &mut Out) {
     }
 }
 
-fn render_entry(e: &ledger::LedgerEntry, out: &mut Out) {
+fn render_entry(e: &ledger::LedgerEntry, manual: bool, out: &mut Out) {
     let state = match e.status {
         EntryStatus::Done => "done".to_string(),
         EntryStatus::Pending => {
@@ -156,7 +165,7 @@ fn render_entry(e: &ledger::LedgerEntry, out: &mut Out) {
         ),
     };
     out.line(&format!(
-        "  - {} {}: captured through line {} (byte {}){}; {state}",
+        "  - {} {}: captured through line {} (byte {}){}; {state}{}",
         e.app,
         e.session_id,
         e.last_captured_line,
@@ -164,7 +173,12 @@ fn render_entry(e: &ledger::LedgerEntry, out: &mut Out) {
         e.last_captured_at
             .as_ref()
             .map(|t| format!(" at {t}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if manual {
+            " (last run started by hand: capture now)"
+        } else {
+            ""
+        }
     ));
     out.line(&format!("    {}", e.path));
     if let Some(o) = &e.wrote_outside_wiki {

@@ -65,6 +65,17 @@ fn now_captures_the_latest_session_of_the_repo_then_says_nothing_new() {
             .arg(&l.repo),
     );
     assert!(status.to_string().contains("manual"), "{status}");
+    let human =
+        l.w.almanac()
+            .args(["capture", "status", "--repo"])
+            .arg(&l.repo)
+            .output()
+            .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains("started by hand: capture now"),
+        "the words show it too: {human}"
+    );
 
     let (code, v) = now(&l, &[]);
     assert_eq!(code, 0, "{v}");

@@ -146,6 +146,14 @@ fn an_agent_orphaned_by_a_killed_worker_never_runs_beside_a_second_one() {
         .parse()
         .unwrap();
     let _cleanup = KillGroup(orphan);
+    // The worker records the agent's process group right after starting it; under load the agent can
+    // write its pid file first. Kill the worker only once the group is recorded (the gap before that
+    // is the documented limit of orphan tracking).
+    wait_for("the agent's process group in the run record", 30, || {
+        l.runs()
+            .first()
+            .is_some_and(|r| r["agentProcess"].is_object())
+    });
     let run = l.runs().into_iter().next().unwrap();
     assert_eq!(run["status"], "running", "{run}");
     let worker = run["pid"].as_i64().unwrap() as i32;

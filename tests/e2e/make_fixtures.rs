@@ -121,8 +121,16 @@ fn claude_fixtures(g: &mut Gen, claude: &Path) {
         "sessionId": SUBAGENT_SESSION, "prompts": ["Use a subagent to look at src"], "subagentPrompt": "List the files in src"}));
 }
 
-fn codex_fixtures(g: &mut Gen, codex: &Path) {
-    let v = version(codex);
+fn thread_started(out: &str) -> String {
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
+        .expect("thread.started")
+}
+
+/// One `codex exec` session (a tool call, then a text answer) and a `codex exec resume` of it.
+fn codex_session(g: &mut Gen, codex: &Path, v: &str) -> String {
     let cat = Turn::Tool {
         name: "exec_command".into(),
         input: json!({"cmd": "cat src/main.rs"}),
@@ -141,12 +149,7 @@ fn codex_fixtures(g: &mut Gen, codex: &Path) {
             "What is in src/main.rs?",
         ],
     );
-    let thread = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "thread.started")
-        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
-        .expect("thread.started");
+    let thread = thread_started(&out);
     g.run(
         codex,
         &[
@@ -161,6 +164,12 @@ fn codex_fixtures(g: &mut Gen, codex: &Path) {
     g.manifest.push(json!({"app": "codex", "version": v, "sessionId": thread,
         "command": format!("codex exec --json --skip-git-repo-check \"What is in src/main.rs?\"; codex exec --json --skip-git-repo-check resume {thread} \"Second prompt, resumed\""),
         "prompts": ["What is in src/main.rs?", "Second prompt, resumed"]}));
+    thread
+}
+
+fn codex_fixtures(g: &mut Gen, codex: &Path) {
+    let v = version(codex);
+    let thread = codex_session(g, codex, &v);
     g.push(vec![Turn::Text("Forked.".into())]);
     let out = g.run(
         codex,
@@ -173,12 +182,7 @@ fn codex_fixtures(g: &mut Gen, codex: &Path) {
             "Third prompt, forked",
         ],
     );
-    let fork = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "thread.started")
-        .and_then(|e| e["thread_id"].as_str().map(str::to_string))
-        .expect("thread.started");
+    let fork = thread_started(&out);
     g.manifest.push(json!({"app": "codex", "version": v, "sessionId": fork, "forkedFrom": thread,
         "command": format!("codex exec --json --skip-git-repo-check fork {thread} \"Third prompt, forked\""),
         "prompts": ["Third prompt, forked"]}));
@@ -227,12 +231,7 @@ fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
     }
 }
 
-#[test]
-#[ignore = "regenerates tests/fixtures/real/mock with the real CLIs"]
-fn make_real_fixtures() {
-    let (Some(claude), Some(codex)) = (client_or_skip("claude"), client_or_skip("codex")) else {
-        return;
-    };
+fn new_gen() -> Gen {
     let w = World::new();
     let repo = w.home().join("proj/my_repo.x");
     std::fs::create_dir_all(repo.join("src")).unwrap();
@@ -240,12 +239,59 @@ fn make_real_fixtures() {
     std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
     let mock = MockModel::start(vec![]);
     let _ = client_env(&w, &mock);
-    let mut g = Gen {
+    Gen {
         w,
         mock,
         repo,
         manifest: vec![],
+    }
+}
+
+/// Adds rollouts of one (older) Codex CLI to the issue-17 corpus, `tests/fixtures/corpus/codex/<version>/`:
+/// `codex exec` with a tool call and a text answer, then `codex exec resume`. The binary is
+/// `ALMANAC_CODEX_BIN` (e.g. `/root/.cache/almanac-codex-old/0.104.0/node_modules/.bin/codex`), the label
+/// `ALMANAC_CODEX_VERSION` (default: what `codex --version` prints). Prints each file and the commands;
+/// PROVENANCE.md and expected.yaml are then written by hand, from reading the files.
+#[test]
+#[ignore = "adds real Codex rollouts to tests/fixtures/corpus"]
+fn make_corpus_codex() {
+    let Ok(codex) = std::env::var("ALMANAC_CODEX_BIN") else {
+        eprintln!("skipping: set ALMANAC_CODEX_BIN to a codex binary");
+        return;
     };
+    let codex = PathBuf::from(codex);
+    let v = std::env::var("ALMANAC_CODEX_VERSION")
+        .unwrap_or_else(|_| version(&codex).trim_start_matches("codex-cli ").to_string());
+    let mut g = new_gen();
+    let thread = codex_session(&mut g, &codex, &v);
+    let tmp = g.w.home().parent().unwrap().join("corpus-out");
+    rewrite_tree(&g.w.home().join(".codex/sessions"), &tmp, &g.w.home());
+    let out = Path::new(FIXTURES).join("corpus/codex").join(&v);
+    std::fs::create_dir_all(&out).unwrap();
+    for e in walkdir::WalkDir::new(&tmp)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+    {
+        let dest = out.join(e.file_name());
+        std::fs::copy(e.path(), &dest).unwrap();
+        eprintln!("wrote {}", dest.display());
+    }
+    eprintln!("{}", serde_json::to_string_pretty(&g.manifest).unwrap());
+    assert!(out.read_dir().unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(&format!("{thread}.jsonl"))));
+}
+
+#[test]
+#[ignore = "regenerates tests/fixtures/real/mock with the real CLIs"]
+fn make_real_fixtures() {
+    let (Some(claude), Some(codex)) = (client_or_skip("claude"), client_or_skip("codex")) else {
+        return;
+    };
+    let mut g = new_gen();
     claude_fixtures(&mut g, &claude);
     codex_fixtures(&mut g, &codex);
     let out = Path::new(FIXTURES).join(MOCK_DIR);

@@ -167,6 +167,149 @@ fn codex_session(g: &mut Gen, codex: &Path, v: &str) -> String {
     thread
 }
 
+/// The 2025 "bare format" Codex (0.20-era codex-rs): `codex exec` has no `--json` thread id and no
+/// `resume` subcommand, so the second prompt resumes the rollout with `-c experimental_resume=<path>`.
+fn codex_bare_session(g: &mut Gen, codex: &Path, v: &str) -> String {
+    let cat = Turn::Tool {
+        name: "shell".into(),
+        input: json!({"command": ["cat", "src/main.rs"]}),
+    };
+    // A git repository, so that line 1 carries the `git` object the bare format has.
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=dev",
+            "-c",
+            "user.email=dev@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&g.repo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    g.push(vec![cat, Turn::Text("It is empty.".into())]);
+    g.run(
+        codex,
+        &["exec", "--skip-git-repo-check", "What is in src/main.rs?"],
+    );
+    let rollouts: Vec<PathBuf> = walkdir::WalkDir::new(g.w.home().join(".codex/sessions"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    assert_eq!(rollouts.len(), 1, "{rollouts:?}");
+    let path = rollouts[0].display().to_string();
+    let name = rollouts[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let thread = name[name.len() - 36..].to_string();
+    g.push(vec![Turn::Text("Resumed.".into())]);
+    let resume = format!("experimental_resume=\"{path}\"");
+    g.run(
+        codex,
+        &[
+            "exec",
+            "--skip-git-repo-check",
+            "-c",
+            &resume,
+            "Second prompt, resumed",
+        ],
+    );
+    g.manifest.push(json!({"app": "codex", "version": v, "sessionId": thread,
+        "command": "codex exec --skip-git-repo-check \"What is in src/main.rs?\"; codex exec --skip-git-repo-check -c experimental_resume=\"<that rollout>\" \"Second prompt, resumed\"",
+        "prompts": ["What is in src/main.rs?", "Second prompt, resumed"]}));
+    thread
+}
+
+/// Adds one Claude Code 1.0.x session to the issue-17 corpus, `tests/fixtures/corpus/claude/<version>/`:
+/// a `-p` prompt whose answer reads a file and runs a `Task` subagent (1.0.x writes the subagent's records
+/// into the main file with `isSidechain: true`), then a `--resume` with a second prompt. The binary is
+/// `ALMANAC_CLAUDE_BIN`, the label `ALMANAC_CLAUDE_VERSION` (default: `claude --version`). Every file the
+/// CLI wrote (under `~/.claude/projects` or `~/.config/claude/projects`) is copied.
+#[test]
+#[ignore = "adds real Claude Code sessions to tests/fixtures/corpus"]
+fn make_corpus_claude() {
+    let Ok(claude) = std::env::var("ALMANAC_CLAUDE_BIN") else {
+        eprintln!("skipping: set ALMANAC_CLAUDE_BIN to a claude binary");
+        return;
+    };
+    let claude = PathBuf::from(claude);
+    let v = std::env::var("ALMANAC_CLAUDE_VERSION").unwrap_or_else(|_| {
+        version(&claude)
+            .trim_end_matches(" (Claude Code)")
+            .to_string()
+    });
+    let g = new_gen();
+    let main = g.repo.join("src/main.rs").display().to_string();
+    g.push(vec![
+        Turn::Tool {
+            name: "Read".into(),
+            input: json!({"file_path": main}),
+        },
+        Turn::Tool { name: "Task".into(), input: json!({"description": "Look around", "prompt": "List the files in src", "subagent_type": "general-purpose"}) },
+        Turn::Text("src holds main.rs.".into()),
+        Turn::Text("The subagent looked.".into()),
+    ]);
+    let out = g.run(
+        &claude,
+        &[
+            "-p",
+            "Use a subagent to look at src",
+            "--output-format",
+            "json",
+        ],
+    );
+    let session = serde_json::from_str::<Value>(&out).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    g.push(vec![Turn::Text("Resumed.".into())]);
+    let out = g.run(
+        &claude,
+        &[
+            "-p",
+            "Second prompt, resumed",
+            "--resume",
+            &session,
+            "--output-format",
+            "json",
+        ],
+    );
+    let resumed = serde_json::from_str::<Value>(&out).unwrap()["session_id"].clone();
+    eprintln!("claude {v}: session {session}, resumed as {resumed}");
+    eprintln!("commands: claude -p \"Use a subagent to look at src\" --output-format json; claude -p \"Second prompt, resumed\" --resume {session} --output-format json");
+    let tmp = g.w.home().parent().unwrap().join("corpus-out");
+    for root in [".claude/projects", ".config/claude/projects"] {
+        let r = g.w.home().join(root);
+        if r.is_dir() {
+            rewrite_tree(&r, &tmp, &g.w.home());
+        }
+    }
+    let out = Path::new(FIXTURES).join("corpus/claude").join(&v);
+    std::fs::create_dir_all(&out).unwrap();
+    for e in walkdir::WalkDir::new(&tmp)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+    {
+        let dest = out.join(e.file_name());
+        std::fs::copy(e.path(), &dest).unwrap();
+        eprintln!("wrote {} (from {})", dest.display(), e.path().display());
+    }
+}
+
 fn codex_fixtures(g: &mut Gen, codex: &Path) {
     let v = version(codex);
     let thread = codex_session(g, codex, &v);
@@ -263,7 +406,11 @@ fn make_corpus_codex() {
     let v = std::env::var("ALMANAC_CODEX_VERSION")
         .unwrap_or_else(|_| version(&codex).trim_start_matches("codex-cli ").to_string());
     let mut g = new_gen();
-    let thread = codex_session(&mut g, &codex, &v);
+    let thread = if std::env::var("ALMANAC_CODEX_BARE").is_ok() {
+        codex_bare_session(&mut g, &codex, &v)
+    } else {
+        codex_session(&mut g, &codex, &v)
+    };
     let tmp = g.w.home().parent().unwrap().join("corpus-out");
     rewrite_tree(&g.w.home().join(".codex/sessions"), &tmp, &g.w.home());
     let out = Path::new(FIXTURES).join("corpus/codex").join(&v);

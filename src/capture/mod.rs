@@ -39,6 +39,8 @@ pub struct RunSpec<'a> {
     pub id_base: Option<&'a str>,
     /// `capture now`: `trigger: "manual"` in the record, and whether it captures from line 1 again.
     pub manual: Option<crate::sweep::Manual>,
+    /// Where the transcript came from (a fork, copied lines), for the prompt.
+    pub context: Option<&'a str>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -88,7 +90,7 @@ pub fn queue(
         also_changed_during_run: None,
     };
     let (template, _) = prompt::template(almanac_home, spec.repo);
-    let text = prompt::render(&template, &record, spec.summary);
+    let text = prompt::render(&template, &record, spec.summary, spec.context);
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
     run::write(&runs, &record)?;
     crate::util::fault::point("run-record-written");

@@ -27,6 +27,7 @@ pub fn render(
     template: &str,
     run: &RunRecord,
     summary: Option<&crate::turns::PartSummary>,
+    context: Option<&str>,
 ) -> String {
     let mut p = template.trim_end().to_string();
     p.push_str("\n\n");
@@ -65,6 +66,10 @@ pub fn render(
             run.from_byte,
             run.to_byte
         ));
+    }
+    if let Some(c) = context {
+        p.push_str(c);
+        p.push('\n');
     }
     if let (Some((i, n)), Some((a, b))) = (run.chunk, run.part_lines) {
         p.push_str(&format!(

@@ -77,6 +77,15 @@ pub struct LedgerEntry {
     /// the one before it succeeds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_rest: Vec<PendingChunk>,
+    /// The rule's `record_id` of the transcript's first record, and of the last record before the
+    /// captured cursor (README "Identity and overlap"): a fork that copied them starts after them; a
+    /// rewrite before the cursor that kept them resumes after the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_record_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_record_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_last_record_id: Option<String>,
     /// Fields this version does not know (written by a later minor change): kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -89,6 +98,9 @@ pub struct PendingChunk {
     pub to_size: u64,
     pub to_line: u64,
     pub prefix_hash: String,
+    /// The record id of the chunk's last record with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_record_id: Option<String>,
 }
 
 impl LedgerEntry {
@@ -116,6 +128,9 @@ impl LedgerEntry {
             no_content_through: None,
             wrote_outside_wiki: None,
             pending_rest: Vec::new(),
+            first_record_id: None,
+            last_record_id: None,
+            pending_last_record_id: None,
             extra: Default::default(),
         }
     }
@@ -164,6 +179,7 @@ impl LedgerEntry {
         self.pending_to_size = Some(chunk.to_size);
         self.pending_to_line = Some(chunk.to_line);
         self.pending_prefix_hash = Some(chunk.prefix_hash);
+        self.pending_last_record_id = chunk.last_record_id;
         self.pending_started_at = Some(now.to_string());
         self.pending_rest.clear();
     }
@@ -190,6 +206,7 @@ impl LedgerEntry {
     ) {
         self.status = EntryStatus::Done;
         self.place_cursor(bytes, lines, hash, true);
+        self.last_record_id = None;
         self.attempts = 0;
         self.last_error = None;
         self.attention = None;
@@ -208,6 +225,7 @@ impl LedgerEntry {
         self.pending_to_size = None;
         self.pending_to_line = None;
         self.pending_prefix_hash = None;
+        self.pending_last_record_id = None;
         self.pending_started_at = None;
     }
 
@@ -248,6 +266,7 @@ impl LedgerEntry {
             self.last_captured_size = size;
             self.last_captured_line = line;
             self.last_captured_prefix_hash = hash;
+            self.last_record_id = self.pending_last_record_id.take();
         }
         self.last_captured_at = Some(now.to_string());
         self.last_run_id = Some(run_id.to_string());
@@ -265,6 +284,7 @@ impl LedgerEntry {
             self.pending_to_size = Some(next.to_size);
             self.pending_to_line = Some(next.to_line);
             self.pending_prefix_hash = Some(next.prefix_hash);
+            self.pending_last_record_id = next.last_record_id;
             self.pending_started_at = Some(now.to_string());
             self.pending_rest = rest.collect();
         }
@@ -300,6 +320,7 @@ mod tests {
             to_size: to,
             to_line: to / 10,
             prefix_hash: format!("sha256:{to}"),
+            last_record_id: None,
         }
     }
 

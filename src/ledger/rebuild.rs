@@ -72,6 +72,7 @@ fn resume_in_flight(e: &mut LedgerEntry, later: &[RunRecord], mut at: u64) {
             to_size: r.to_byte,
             to_line: r.to_line,
             prefix_hash: r.prefix_hash.clone(),
+            last_record_id: None,
         };
         if first {
             e.mark_pending(chunk, &r.created_at);

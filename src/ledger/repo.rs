@@ -202,6 +202,7 @@ mod tests {
             to_size: to,
             to_line: to / 10,
             prefix_hash: format!("sha256:{to}"),
+            last_record_id: None,
         };
         e.mark_pending(c("run_1", 300), "2026-11-30T00:00:00.000Z");
         e.add_later_chunk(c("run_2", 600));

@@ -180,6 +180,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         .filter_map(|(i, t)| cx.path(&format!("timestamps[{i}]"), t))
         .collect();
 
+    let record_id = raw.record_id.as_ref().and_then(|t| cx.path("record_id", t));
     let turns = raw.turns.as_ref().map(|t| turns_rule(&mut cx, t));
     if cx.diags.len() > before {
         return None;
@@ -196,6 +197,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         subagent_records,
         exclude_when,
         timestamps,
+        record_id,
         turns,
     })
 }

@@ -40,6 +40,8 @@ pub struct RuleSet {
     pub exclude_when: Vec<RecordTest>,
     /// Where a record's time is, in order.
     pub timestamps: Vec<JsonPath>,
+    /// Where a record's stable id is (`record_id`); None when the app gives records no id.
+    pub record_id: Option<JsonPath>,
     /// How to read turns; None when the rule set has no `turns` section.
     pub turns: Option<TurnsRule>,
 }
@@ -98,6 +100,14 @@ impl TurnText {
 }
 
 impl RuleSet {
+    /// The stable id of one record (`record_id`): the first string it selects.
+    pub fn record_id_of(&self, record: &Value) -> Option<String> {
+        let p = self.record_id.as_ref()?;
+        p.select(record)
+            .into_iter()
+            .find_map(|v| v.as_str().map(str::to_string))
+    }
+
     /// The time of one record: the first RFC 3339 string any `timestamps` path selects.
     pub fn record_time(&self, record: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
         self.timestamps.iter().find_map(|p| {

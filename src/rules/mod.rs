@@ -402,6 +402,7 @@ subagent:
 exclude_when:
   - test: { missing: "$.x" }
 timestamps: ["$.timestamp", "$.payload.timestamp"]
+record_id: "$.uuid"
 turns:
   ignore: [ { exists: "$.isMeta" } ]
   merge_repeated_prompts: true

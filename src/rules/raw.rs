@@ -19,6 +19,8 @@ pub struct RawRuleSet {
     #[serde(default)]
     pub exclude_when: Vec<RawRecordTest>,
     pub timestamps: Option<Vec<String>>,
+    /// JSONPath to a record's stable id (the same in a copy of the record in a fork or resume).
+    pub record_id: Option<String>,
     pub turns: Option<RawTurns>,
 }
 

@@ -73,6 +73,7 @@ impl Updates {
                 r.hash_at_cursor.clone(),
                 r.from_byte > 0,
             );
+            e.last_record_id = r.copied.as_ref().map(|c| c.last_id.clone());
         }
         e
     }
@@ -201,6 +202,9 @@ fn queue_part(
     let k = key(&file.app, sid);
     let e = updates.entry_for_range(repo, &k, p.entry.as_deref(), file, sid, &p.r);
     e.follow_file(file.path.display().to_string(), file.file_id);
+    if e.first_record_id.is_none() {
+        e.first_record_id = p.ids.first.clone();
+    }
     let id_base = crate::util::ids::run_id(now);
     let chunked = p.of > 1;
     for (i, chunk) in p.chunks.iter().enumerate() {
@@ -222,6 +226,7 @@ fn queue_part(
             part_lines: chunked.then_some(p.part_lines),
             id_base: chunked.then_some(id_base.as_str()),
             manual: opts.manual,
+            context: p.context.as_deref().filter(|_| i == 0),
         };
         match capture::queue(&spec, &cx.almanac_home, now) {
             Ok(record) => {
@@ -230,6 +235,7 @@ fn queue_part(
                     to_size: chunk.to,
                     to_line: chunk.to_line,
                     prefix_hash: chunk.hash.clone(),
+                    last_record_id: p.ids.last.get(i).cloned().flatten(),
                 };
                 match i {
                     0 => e.mark_pending(pending, &policy::iso(now)),

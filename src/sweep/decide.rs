@@ -167,6 +167,7 @@ pub struct Work {
 /// A repo whose ledger was read: what the act phase needs to know of it.
 pub struct RepoDone {
     pub repo: PathBuf,
+    pub known: Vec<super::overlap::Known>, // record ids for the first-sight check
     pub worker_alive: bool,
     pub has_pending: bool,
 }
@@ -219,13 +220,14 @@ pub fn decide(
         work: Vec::new(),
         repos: Vec::with_capacity(passes.len()),
     };
-    for pass in passes {
+    for mut pass in passes {
         report_store_problems(&pass, live, summary);
         for (i, d) in pass.decided {
             decided[i] = Some(d);
         }
         if pass.error.is_none() {
             out.repos.push(RepoDone {
+                known: std::mem::take(&mut pass.known),
                 repo: pass.repo,
                 worker_alive: pass.worker_alive,
                 has_pending: pass.has_pending,
@@ -304,6 +306,7 @@ struct RepoPass {
     has_pending: bool,
     agent_sessions: BTreeSet<String>,
     decided: Vec<(usize, Decided)>,
+    known: Vec<super::overlap::Known>,
     /// Transcripts whose last capture run changed files outside `.almanac/`.
     outside_wiki: Vec<SkippedItem>,
 }
@@ -399,6 +402,7 @@ fn repo_pass(
         has_pending: false,
         agent_sessions: Default::default(),
         decided: Vec::new(),
+        known: Vec::new(),
         outside_wiki: Vec::new(),
     };
     let _guard = match deadline.map(|d| open_store(repo, d)).transpose() {
@@ -425,6 +429,7 @@ fn repo_pass(
     pass.has_pending = state.has_pending();
     pass.outside_wiki.extend(outside_wiki(repo, &state.ledger));
     let entries = &state.ledger.entries;
+    pass.known = super::overlap::known(entries);
     let keys: Vec<Option<String>> = idxs
         .iter()
         .map(|&i| {

@@ -13,6 +13,7 @@ mod act;
 mod decide;
 mod gather;
 pub mod now;
+mod overlap;
 mod plan;
 pub mod range;
 pub mod setup;
@@ -89,6 +90,7 @@ fn phases(
         catalog,
         candidates,
         decisions.work,
+        &decisions.repos,
         opts,
         &mut updates,
         summary,

@@ -5,6 +5,7 @@
 use super::act::Updates;
 use super::decide::{facts, EntryView, Work};
 use super::gather::Candidate;
+use super::overlap;
 use super::range::{
     chunk_turns, chunks_of, decide_range, est_tokens, new_part_turns, Chunk, Range, RangeOutcome,
 };
@@ -42,6 +43,9 @@ pub struct Planned {
     pub part: Option<PartSummary>,
     /// ...and each one's own, for its prompt.
     pub summaries: Vec<Option<PartSummary>>,
+    /// Record ids to remember (live only), and where the transcript came from, for the prompt.
+    pub ids: super::overlap::ChunkIds,
+    pub context: Option<String>,
 }
 
 struct WorkResult {
@@ -58,6 +62,7 @@ pub fn read_new_parts(
     catalog: &Catalog,
     candidates: &[Candidate],
     work: Vec<Work>,
+    repos: &[super::decide::RepoDone],
     opts: &SweepOptions,
     updates: &mut Updates,
     summary: &mut Summary,
@@ -75,10 +80,27 @@ pub fn read_new_parts(
         if from_start {
             start_over.capture_since = None;
         }
+        // A first-seen transcript that starts with records captured under another session.
+        let known = candidates[w.idx].1.repo.as_deref().and_then(|r| {
+            repos
+                .iter()
+                .find(|d| d.repo == r)
+                .map(|d| d.known.as_slice())
+        });
+        let sid = candidates[w.idx].1.session_id.as_deref();
+        let copied = match (&w.entry, known) {
+            (None, Some(k)) if !from_start => {
+                super::overlap::copied_from(rule, file, sid, k, &mut bytes_read)
+                    .ok()
+                    .flatten()
+            }
+            _ => None,
+        };
         let outcome = decide_range(
             rule,
             file,
             w.entry.as_deref().filter(|_| !from_start),
+            copied,
             &start_over,
             hash,
             Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
@@ -234,6 +256,20 @@ pub fn spend_budget(
             false => chunks.iter().map(|_| None).collect(),
         };
         let part = combine(&summaries);
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let (ids, context) = match opts.dry_run {
+            true => Default::default(),
+            false => (
+                overlap::chunk_ids(
+                    rule,
+                    file,
+                    plan.entry.as_deref(),
+                    chunks.iter().map(|c| c.to),
+                ),
+                overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
+                    .filter(|_| plan.entry.is_none()),
+            ),
+        };
         let t = &mut summary.totals;
         t.new_bytes += chunks.iter().map(|c| c.to - c.from).sum::<u64>();
         t.est_tokens += tokens;
@@ -256,6 +292,8 @@ pub fn spend_budget(
             first: done + 1,
             part,
             summaries,
+            ids,
+            context,
         });
     }
     out

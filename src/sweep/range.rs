@@ -24,6 +24,8 @@ pub struct Range {
     pub hash_at_end: String,
     /// Chunk ends inside the range (see `cursor::scan_chunked`).
     pub boundaries: Vec<(u64, u64, String)>,
+    /// A first-seen transcript's leading lines copied from a session already captured (skipped).
+    pub copied: Option<super::overlap::Copied>,
 }
 
 pub enum RangeOutcome {
@@ -34,11 +36,14 @@ pub enum RangeOutcome {
 
 /// Reads the transcript once: verifies the captured prefix (or places a first-seen transcript at its
 /// `capture_since` baseline), then finds the complete lines after the cursor. `hash` off skips hashing
-/// (a dry run's first look at a transcript needs only where lines end).
+/// (a dry run's first look at a transcript needs only where lines end). `copied`: a first-seen
+/// transcript's lines already captured under another session; the range starts after them.
+#[allow(clippy::too_many_arguments)]
 pub fn decide_range(
     rule: &RuleSet,
     file: &FoundFile,
     entry: Option<&LedgerEntry>,
+    copied: Option<super::overlap::Copied>,
     settings: &Settings,
     hash: bool,
     chunk_bytes: Option<u64>,
@@ -56,6 +61,10 @@ pub fn decide_range(
                 )));
             }
             (e.last_captured_size, e.last_captured_line, false)
+        }
+        (None, _) if copied.is_some() => {
+            let c = copied.as_ref().expect("checked");
+            (c.bytes, c.lines, true)
         }
         (None, Some(since)) => {
             let b = cursor::baseline(open()?, since, |v| rule.record_time(v))
@@ -99,6 +108,7 @@ pub fn decide_range(
         hash_at_cursor,
         hash_at_end: scan.hash_at_end,
         boundaries: scan.boundaries,
+        copied,
     }))
 }
 

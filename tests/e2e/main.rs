@@ -13,6 +13,7 @@ mod common;
 mod corpus;
 mod fixtures;
 mod fixtures_real_mock;
+mod forks;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_repo;

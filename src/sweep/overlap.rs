@@ -1,0 +1,217 @@
+//! Identity and overlap (README "Identity and overlap"): records a transcript copied from a session this
+//! repo already captured (a Claude Code fork, an old-style resume) are not captured twice, and a rewrite
+//! before the cursor that kept the last captured record resumes after it. Compares the rule's
+//! `record_id` of records; remembers per captured session only its first and last record ids.
+
+use crate::discover::{self, FoundFile};
+use crate::ledger::LedgerEntry;
+use crate::rules::RuleSet;
+use crate::util::lines::{parse_object, LineReader};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// A captured session of this repo whose first and last captured record ids are known.
+#[derive(Debug, Clone)]
+pub struct Known {
+    pub app: String,
+    pub session_id: String,
+    pub first: String,
+    pub last: String,
+}
+
+/// The sessions of a ledger that remember record ids (what the first-sight check compares).
+pub fn known(entries: &BTreeMap<String, LedgerEntry>) -> Vec<Known> {
+    entries
+        .values()
+        .filter_map(|e| {
+            Some(Known {
+                app: e.app.clone(),
+                session_id: e.session_id.clone(),
+                first: e.first_record_id.clone()?,
+                last: e.last_record_id.clone()?,
+            })
+        })
+        .collect()
+}
+
+/// Lines at the start of a first-seen transcript copied from a session already captured.
+#[derive(Debug, Clone)]
+pub struct Copied {
+    pub session_id: String,
+    /// The cursor just after the last copied record.
+    pub bytes: u64,
+    pub lines: u64,
+    pub last_id: String,
+}
+
+/// The first record id of a transcript (within the rule's head limit), and the bytes read for it.
+pub fn first_id(rule: &RuleSet, path: &Path, bytes_read: &mut u64) -> io::Result<Option<String>> {
+    if rule.record_id.is_none() {
+        return Ok(None);
+    }
+    let mut lines = LineReader::new(discover::open_transcript(path)?.take(rule.head.max_bytes));
+    let mut records = 0;
+    let mut found = None;
+    while let Some(l) = lines.next_line()? {
+        if let Some(v) = parse_object(l.bytes) {
+            found = rule.record_id_of(&v);
+            records += 1;
+            if found.is_some() || records >= rule.head.max_records {
+                break;
+            }
+        }
+    }
+    *bytes_read += lines.bytes_read();
+    Ok(found)
+}
+
+/// The cursor (bytes, lines) just after the complete line holding the record `id`, if the file has one.
+pub fn after_id(
+    rule: &RuleSet,
+    path: &Path,
+    id: &str,
+    bytes_read: &mut u64,
+) -> io::Result<Option<(u64, u64)>> {
+    let mut lines = LineReader::new(discover::open_transcript(path)?);
+    let mut found = None;
+    while let Some(l) = lines.next_line()? {
+        // Cheap test first: only lines that hold the id are parsed.
+        if !l.terminated || memchr::memmem::find(l.bytes, id.as_bytes()).is_none() {
+            continue;
+        }
+        if parse_object(l.bytes)
+            .and_then(|v| rule.record_id_of(&v))
+            .as_deref()
+            == Some(id)
+        {
+            found = Some((l.end, l.number));
+            break;
+        }
+    }
+    *bytes_read += lines.bytes_read();
+    Ok(found)
+}
+
+/// Whether a first-seen transcript starts with records of a captured session of the same app: then the
+/// cursor after the last of them that was captured (one head read; the file is read up to that record
+/// only when its first record was captured).
+pub fn copied_from(
+    rule: &RuleSet,
+    file: &FoundFile,
+    own_session: Option<&str>,
+    known: &[Known],
+    bytes_read: &mut u64,
+) -> io::Result<Option<Copied>> {
+    let candidates: Vec<&Known> = known
+        .iter()
+        .filter(|k| *k.app == *file.app && Some(k.session_id.as_str()) != own_session)
+        .collect();
+    if candidates.is_empty() || rule.record_id.is_none() {
+        return Ok(None);
+    }
+    let Some(first) = first_id(rule, &file.path, bytes_read)? else {
+        return Ok(None);
+    };
+    for k in candidates.into_iter().filter(|k| k.first == first) {
+        if let Some((bytes, lines)) = after_id(rule, &file.path, &k.last, bytes_read)? {
+            return Ok(Some(Copied {
+                session_id: k.session_id.clone(),
+                bytes,
+                lines,
+                last_id: k.last.clone(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The id of the last record with one that ends at or before byte `to` (read backwards, a window at a
+/// time), or None.
+pub fn last_id_before(rule: &RuleSet, path: &Path, to: u64) -> Option<String> {
+    rule.record_id.as_ref()?;
+    let mut f = discover::open_transcript(path).ok()?;
+    let mut window: u64 = 256 * 1024;
+    loop {
+        let start = to.saturating_sub(window);
+        f.seek(SeekFrom::Start(start)).ok()?;
+        let mut buf = vec![0u8; (to - start) as usize];
+        f.read_exact(&mut buf).ok()?;
+        // A window that does not start the file may start mid-line: drop its first partial line.
+        let body = match start {
+            0 => &buf[..],
+            _ => &buf[memchr::memchr(b'\n', &buf)? + 1..],
+        };
+        let id = body
+            .split(|b| *b == b'\n')
+            .rev()
+            .find_map(|l| parse_object(l).and_then(|v| rule.record_id_of(&v)));
+        if id.is_some() || start == 0 || window >= 64 << 20 {
+            return id;
+        }
+        window *= 4;
+    }
+}
+
+/// The record ids a live sweep remembers for the runs it queues: the transcript's first record id (when
+/// its entry has none yet) and each chunk's last one.
+#[derive(Debug, Default)]
+pub struct ChunkIds {
+    pub first: Option<String>,
+    pub last: Vec<Option<String>>,
+}
+
+pub fn chunk_ids(
+    rule: &RuleSet,
+    file: &FoundFile,
+    entry: Option<&LedgerEntry>,
+    chunk_ends: impl Iterator<Item = u64>,
+) -> ChunkIds {
+    if rule.record_id.is_none() {
+        return ChunkIds::default();
+    }
+    let first = match entry.and_then(|e| e.first_record_id.clone()) {
+        Some(f) => Some(f),
+        None => first_id(rule, &file.path, &mut 0).ok().flatten(),
+    };
+    ChunkIds {
+        first,
+        last: chunk_ends
+            .map(|to| last_id_before(rule, &file.path, to))
+            .collect(),
+    }
+}
+
+/// The prompt's words for a first-seen transcript whose head says where it came from: the lines it
+/// copied from a session already captured, or the session it was forked from (the rule's `fork_of` and
+/// `fork_line` fields).
+pub fn context(
+    rule: &RuleSet,
+    file: &FoundFile,
+    copied: Option<&Copied>,
+    candidates: &[super::gather::Candidate],
+) -> Option<String> {
+    if let Some(c) = copied {
+        return Some(format!(
+            "Lines 1 to {} of this transcript are copied from session {} (a fork or resume of it), which \
+             was already captured: do not document them again; read them only for context.",
+            c.lines, c.session_id
+        ));
+    }
+    rule.fields.iter().find(|f| f.name == "fork_of")?;
+    let head = discover::read_head(rule, file).ok()?;
+    let parent = head.get("fork_of")?;
+    let at = head
+        .get("fork_line")
+        .map(|l| format!(", branching off where its record {l} begins"))
+        .unwrap_or_default();
+    let rollout = candidates
+        .iter()
+        .find(|(f, ex)| f.app == file.app && ex.session_id.as_deref() == Some(parent))
+        .map(|(f, _)| format!(" (transcript {})", f.path.display()))
+        .unwrap_or_default();
+    Some(format!(
+        "This session was forked from session {parent}{rollout}{at}; the parent's conversation is \
+         not copied here. Capture this transcript's own lines; read the parent only for context."
+    ))
+}

@@ -2,6 +2,7 @@
 """Sweep benchmark: one run, one corpus, five measurements, ratios and peak RSS.
 
   python3 scripts/bench.py [--sessions 10000] [--corpus DIR] [--big-mib 2048] [--max-turns 24]
+                           [--bin target/release/almanac] [--no-build]
 
 (a) a bare stat walk of the stores (find -printf size/mtime)
 (b) reading every byte and counting lines (find | xargs wc -l)
@@ -10,18 +11,20 @@
 (d) a live sweep when nothing changed since the last capture (ledgers current: every transcript is
     captured once by a no-op agent first)
 (e) a dry run after 1% of the transcripts grew (reads only those: prefix check plus new bytes)
+(f) a cold dry run with an unlimited run budget (`--max-runs 1000000`): every eligible part's turns counted
+(g) `capture sessions --json`, warm (every root transcript's user turns counted)
 Each timing is the best of three with the page cache warm. Peak RSS comes from wait4().
 
   python3 scripts/bench.py --drain 2000 [--bin target/release/almanac]
 
-(f) the worker draining a queue: one repo, that many one-turn sessions queued by one live sweep, a no-op
+[drain] the worker draining a queue: one repo, that many one-turn sessions queued by one live sweep, a no-op
     agent that takes a preset session id (like claude); the time from the sweep's exit until the worker
     has finished every run, per run, minus what starting the agent itself costs (a shell starting `true`
     as often): the milliseconds of almanac overhead per run (target well under 15).
 
   python3 scripts/bench.py --long-turn 100000 [--bin target/release/almanac]
 
-(g) `capture turns --json` on one turn of that many assistant blocks (distinct message ids, 40 bytes of
+[long-turn] `capture turns --json` on one turn of that many assistant blocks (distinct message ids, 40 bytes of
     text each) and on the same blocks as that many short turns (one prompt each); best of three, peak RSS.
 """
 import argparse, json, os, random, shutil, subprocess, sys, time
@@ -82,7 +85,7 @@ def worker_done(repo):
 
 
 def drain(n, binary):
-    """(f): ms per run the worker spends beyond the agent's own start, draining n queued runs."""
+    """[drain]: ms per run the worker spends beyond the agent's own start, draining n queued runs."""
     root = Path(f"/tmp/almanac-bench-drain-{n}")
     shutil.rmtree(root, ignore_errors=True)
     home, ah, repo = root / "home", root / "almanac-home", root / "repo"
@@ -111,14 +114,14 @@ def drain(n, binary):
     t1 = time.perf_counter()
     subprocess.run(["sh", "-c", f"i=0; while [ $i -lt {n} ]; do /bin/true a b; i=$((i+1)); done"], check=True)
     agent = time.perf_counter() - t1
-    print(f"(f) worker drain: {n} runs ({done} done) in {total:.2f} s = {total / n * 1000:.1f} ms per run; "
+    print(f"[drain] worker drain: {n} runs ({done} done) in {total:.2f} s = {total / n * 1000:.1f} ms per run; "
           f"starting the agent alone {agent / n * 1000:.1f} ms; almanac overhead {(total - agent) / n * 1000:.1f} ms per run "
           f"(target well under 15)")
     shutil.rmtree(root, ignore_errors=True)
 
 
 def long_turn(n, binary):
-    """(g): turn reading, one long turn against many short ones of the same blocks."""
+    """[long-turn]: turn reading, one long turn against many short ones of the same blocks."""
     root = Path(f"/tmp/almanac-bench-long-turn-{n}")
     shutil.rmtree(root, ignore_errors=True)
     home, ah, repo = root / "home", root / "almanac-home", root / "repo"
@@ -142,7 +145,7 @@ def long_turn(n, binary):
                     "content": [{"type": "text", "text": f"block {i:08d} " + "y" * 25}]}}) + "\n")
         cmd = [binary, "capture", "turns", "--json", str(f)]
         dt, rss, _ = best(3, lambda: run(cmd, env=env))
-        print(f"(g) capture turns, {n} assistant blocks as {shape}: {dt:.3f} s, peak RSS {rss / 1024:.1f} MiB")
+        print(f"[long-turn] capture turns, {n} assistant blocks as {shape}: {dt:.3f} s, peak RSS {rss / 1024:.1f} MiB")
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -152,9 +155,10 @@ def main():
     ap.add_argument("--corpus", default=None)
     ap.add_argument("--big-mib", type=int, default=0, help="also measure one transcript of this size alone")
     ap.add_argument("--max-turns", type=int, default=24, help="passed to gen-corpus (smaller sessions for 100k)")
-    ap.add_argument("--drain", type=int, default=0, help="only (f): the worker draining this many queued runs")
-    ap.add_argument("--bin", default=str(BIN), help="the almanac binary (f) runs")
-    ap.add_argument("--long-turn", type=int, default=0, help="only (g): turn reading, one turn of this many blocks")
+    ap.add_argument("--drain", type=int, default=0, help="only [drain]: the worker draining this many queued runs")
+    ap.add_argument("--bin", default=str(BIN), help="the almanac binary to measure")
+    ap.add_argument("--no-build", action="store_true", help="do not run cargo (the binaries are built)")
+    ap.add_argument("--long-turn", type=int, default=0, help="only [long-turn]: turn reading, one turn of this many blocks")
     a = ap.parse_args()
     if a.long_turn:
         if a.bin == str(BIN):
@@ -167,7 +171,8 @@ def main():
         drain(a.drain, a.bin)
         return
     corpus = Path(a.corpus or f"/tmp/almanac-bench-{a.sessions}")
-    subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac", "--example", "gen-corpus"], cwd=ROOT, check=True)
+    if not a.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "--bin", "almanac", "--example", "gen-corpus"], cwd=ROOT, check=True)
     if not (corpus / "home").is_dir():
         subprocess.run([str(GEN), "--out", str(corpus), "--sessions", str(a.sessions), "--max-turns", str(a.max_turns)], check=True)
     home, ah = corpus / "home", corpus / "almanac-home"
@@ -182,7 +187,7 @@ def main():
     stores = [str(home / ".claude"), str(home / ".codex")]
     files = subprocess.run(["find", *stores, "-name", "*.jsonl"], capture_output=True, text=True).stdout.split()
     total = sum(os.path.getsize(f) for f in files)
-    sweep = [str(BIN), "capture", "sweep", "--json", "--quiet", "0m"]
+    sweep = [a.bin, "capture", "sweep", "--json", "--quiet", "0m"]
 
     run(["find", *stores, "-name", "*.jsonl", "-printf", "%s %T@\\n"])  # warm the page cache
     run(f"find {' '.join(stores)} -name '*.jsonl' -print0 | xargs -0 cat > /dev/null", shell=True)
@@ -194,6 +199,16 @@ def main():
         return run(sweep + ["--dry-run"], env=env, stdout=None)
     tc = best(3, cold)
     c_stats = json.loads(tc[2])["summary"]["stats"]
+
+    def cold_unlimited():
+        shutil.rmtree(ah / "state", ignore_errors=True)
+        return run(sweep + ["--dry-run", "--max-runs", "1000000"], env=env, stdout=None)
+    tf = best(3, cold_unlimited)
+    f_sum = json.loads(tf[2])["summary"]
+    sessions_cmd = [a.bin, "capture", "sessions", "--json"]
+    run(sessions_cmd, env=env)
+    tg = best(3, lambda: run(sessions_cmd, env=env, stdout=None))
+    g_rows = len(json.loads(tg[2])["sessions"])
 
     # Capture everything once (workers run the no-op agent), then wait until every ledger is current.
     run(sweep + ["--max-runs", "100000000"], env=env, stdout=None)
@@ -237,12 +252,17 @@ def main():
         ("(c) cold capture sweep --dry-run", tc, c_stats["bytesRead"]),
         ("(d) live sweep, nothing changed", td, d["stats"]["bytesRead"]),
         (f"(e) dry run, {len(grown)} transcripts (1%) grew", te, e["stats"]["bytesRead"]),
+        ("(f) cold dry run, --max-runs 1000000", tf, f_sum["stats"]["bytesRead"]),
+        (f"(g) capture sessions --json ({g_rows} rows)", tg, ""),
     ]
     for name, r, br in rows:
         rss = f"{mib(r[1]):.1f} MiB" if br is not None else ""
+        br = None if br == "" else br
         print(f"{name:<44} {r[0]:>8.3f} {rss:>10} {'' if br is None else br:>14}")
     print(f"(c)/(b) = {tc[0] / tb[0]:.2f}   (target <= 2)")
     print(f"(d)/(a) = {td[0] / ta[0]:.2f}   (target <= 3); (d) bytesRead = {d['stats']['bytesRead']} (target 0)")
+    print(f"(f)/(b) = {tf[0] / tb[0]:.2f}   (target <= 1.5); (f)/(a) = {tf[0] / ta[0]:.1f}; eligible {f_sum['eligible']}")
+    print(f"(g)/(a) = {tg[0] / ta[0]:.1f}   (target <= 2 once the turn index exists); (g)/(b) = {tg[0] / tb[0]:.2f}")
     print(f"(e) bytesRead = {e['stats']['bytesRead']} for {grown_bytes} bytes in the grown files; eligible {e['eligible']} of {len(grown)}")
     if a.big_mib:
         big = corpus / "big"

@@ -14,6 +14,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::{self, Read};
 
+pub mod prefilter;
+
 pub const USER_MAX_BYTES: usize = 2 * 1024;
 pub const ASSISTANT_MAX_BYTES: usize = 4 * 1024;
 pub const MAX_TURNS: usize = 500;
@@ -322,17 +324,22 @@ pub fn extract<R: Read>(
     };
     let mut lines = LineReader::new(reader);
     let mut skipper = Skipper::new(&turns.skip);
+    let filter = prefilter::Prefilter::new(turns);
     while let Some(l) = lines.next_line()? {
         let line = first_line + l.number - 1;
         if !l.terminated {
             break;
         }
         if line <= skip_through {
-            if skipper.waiting() {
+            if skipper.waiting() && filter.may_arm(l.bytes, &skipper.armed) {
                 if let Some(record) = parse_object(l.bytes) {
                     skipper.arm(&record);
                 }
             }
+            continue;
+        }
+        // A line no rule can hold on changes nothing: not parsed.
+        if !filter.wanted(l.bytes, skipper.open, &skipper.armed) {
             continue;
         }
         let Some(record) = parse_object(l.bytes) else {

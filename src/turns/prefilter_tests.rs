@@ -1,0 +1,149 @@
+use super::*;
+
+fn shipped(id: &str) -> crate::rules::RuleSet {
+    let mut catalog = crate::rules::load(&[]).unwrap();
+    let i = catalog.sets.iter().position(|s| s.id == id).unwrap();
+    catalog.sets.swap_remove(i)
+}
+
+fn pair(key: &str, value: &str) -> Need {
+    Need::Pair {
+        key: key.into(),
+        value: Some(value.into()),
+    }
+}
+
+/// What a line must hold for a user, assistant or tool rule of the set to hold on it.
+fn content_need(t: &TurnsRule) -> Need {
+    any(t
+        .user
+        .iter()
+        .chain(&t.assistant)
+        .map(|x| need_of(x.when.as_ref()))
+        .chain(t.tools.iter().map(|(w, _)| need_of(w.as_ref())))
+        .collect())
+}
+
+#[test]
+fn derives_the_shipped_claude_requirements() {
+    let rule = shipped("claude");
+    let t = rule.turns.as_ref().unwrap();
+    // user: type user (the tool_result test is `missing`: nothing); queued: queue-operation enqueue;
+    // assistant and tools: type assistant.
+    let queued = Need::All(vec![
+        pair("type", "\"queue-operation\""),
+        pair("operation", "\"enqueue\""),
+    ]);
+    let assistant = pair("type", "\"assistant\"");
+    assert_eq!(
+        content_need(t),
+        Need::Any(vec![
+            pair("type", "\"user\""),
+            queued,
+            assistant.clone(),
+            assistant
+        ])
+    );
+    // The sidechain skip: from/until/after test isSidechain true/false.
+    assert_eq!(need(&t.skip[0].from), pair("isSidechain", "true"));
+    assert_eq!(need(&t.skip[0].until), pair("isSidechain", "false"));
+}
+
+#[test]
+fn derives_the_shipped_codex_requirements() {
+    let rule = shipped("codex");
+    let t = rule.turns.as_ref().unwrap();
+    let Need::Any(parts) = content_need(t) else {
+        panic!("codex: an `any` of rules");
+    };
+    // event_msg user_message: both pairs; the response_item user message: the `not matches` adds nothing.
+    assert_eq!(
+        parts[0],
+        Need::All(vec![
+            pair("type", "\"event_msg\""),
+            pair("type", "\"user_message\"")
+        ])
+    );
+    assert_eq!(
+        parts[1],
+        Need::All(vec![
+            pair("type", "\"response_item\""),
+            pair("type", "\"message\""),
+            pair("role", "\"user\"")
+        ])
+    );
+    // Tools: an `in` is an `any` of its values.
+    assert_eq!(
+        parts[6],
+        Need::All(vec![
+            pair("type", "\"response_item\""),
+            Need::Any(vec![
+                pair("type", "\"function_call\""),
+                pair("type", "\"custom_tool_call\"")
+            ])
+        ])
+    );
+    // The skip ends at `not in [..]`: no requirement, every line is read while a region is open.
+    assert_eq!(need(&t.skip[0].until), Need::Always);
+    assert_eq!(need(&t.skip[0].from), pair("type", "\"session_meta\""));
+}
+
+#[test]
+fn whitespace_and_escapes_are_never_rejected() {
+    let rule = shipped("claude");
+    let f = Prefilter::new(rule.turns.as_ref().unwrap());
+    let armed = [true];
+    let wanted = |l: &str| f.wanted(l.as_bytes(), None, &armed);
+    for line in [
+        r#"{"type":"user","message":{"content":"hi"}}"#,
+        r#"{"type" : "user","message":{"content":"hi"}}"#,
+        "{\"type\"\t:\n \"assistant\",\"message\":{}}",
+        r#"{ "type": "queue-operation", "operation" :"enqueue", "content": "x" }"#,
+        // \u escapes can spell any key or value: always parsed.
+        r#"{"type":"\u0075ser","message":{"content":"hi"}}"#,
+        r#"{"\u0074ype":"user"}"#,
+    ] {
+        assert!(wanted(line), "rejected {line}");
+    }
+    for line in [
+        r#"{"type":"progress","data":{"type":"hook_progress"}}"#,
+        r#"{"type":"file-history-snapshot","snapshot":{}}"#,
+        r#"{"type":"users"}"#,
+        r#"{"kind":"user","text":"\"type\":\"user\" only inside a string"}"#,
+        r#"{"type":"queue-operation","operation":"dequeue"}"#,
+    ] {
+        assert!(!wanted(line), "kept {line}");
+    }
+    // An open sidechain region reads only the line that may close it.
+    assert!(f.wanted(br#"{"isSidechain": false}"#, Some(0), &armed));
+    assert!(!f.wanted(br#"{"isSidechain":true,"type":"user"}"#, Some(0), &armed));
+    assert!(f.wanted(br#"{"isSidechain":true,"type":"user"}"#, None, &armed));
+    // Until armed, a main-thread record may arm the skip.
+    assert!(f.may_arm(br#"{"isSidechain" :false}"#, &[false]));
+    assert!(!f.may_arm(br#"{"isSidechain":false}"#, &[true]));
+}
+
+#[test]
+fn unsafe_literals_give_no_requirement() {
+    let path = |t: &str| crate::rules::JsonPath::parse(t).unwrap();
+    let eq = |p: &str, v: serde_json::Value| need(&Predicate::Equals(path(p), v));
+    assert_eq!(eq("$.a", serde_json::json!("x/y")), Need::Always);
+    assert_eq!(eq("$.a", serde_json::json!("tab\there")), Need::Always);
+    assert_eq!(eq("$.a", serde_json::json!(1)), Need::Always);
+    assert_eq!(eq("$.a[0]", serde_json::json!("x")), Need::Always);
+    assert_eq!(eq("$['a']", serde_json::json!("x")), Need::Always);
+    assert_eq!(eq("$.a.b", serde_json::json!("x")), pair("b", "\"x\""));
+    assert_eq!(
+        need(&Predicate::Missing(path("$.a"))),
+        Need::Always,
+        "missing cannot be searched for"
+    );
+    let not = Predicate::Not(Box::new(Predicate::Exists(path("$.a"))));
+    assert_eq!(need(&not), Need::Always);
+    // An `any` with one unsearchable branch is unsearchable.
+    let any_of = Predicate::Any(vec![
+        Predicate::Exists(path("$.a")),
+        Predicate::Missing(path("$.b")),
+    ]);
+    assert_eq!(need(&any_of), Need::Always);
+}

@@ -217,18 +217,7 @@ mod tests {
     /// Uses every key the schema defines.
     const KITCHEN_SINK: &str = "name: sink\ncommand: [sink, \"{prompt}\", \"{session_id}\"]\nstdin: none\nsession_id:\n  preset: true\n  from_stdout: { event: started, field: id }\n";
 
-    fn schema_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                if let Some(serde_json::Value::Object(props)) = m.get("properties") {
-                    out.extend(props.keys().cloned());
-                }
-                m.values().for_each(|x| schema_keys(x, out));
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|x| schema_keys(x, out)),
-            _ => {}
-        }
-    }
+    use crate::util::testing::schema_keys;
 
     #[test]
     fn schema_and_structs_accept_the_same_keys() {

@@ -426,18 +426,7 @@ turns:
 
     const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: internal-almanac-session\n  - check: excluded-by-rule\n  - check: capture-already-pending\n  - check: retry-budget-exhausted\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n  - check: no-new-turns\n";
 
-    fn schema_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                if let Some(serde_json::Value::Object(props)) = m.get("properties") {
-                    out.extend(props.keys().cloned());
-                }
-                m.values().for_each(|x| schema_keys(x, out));
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|x| schema_keys(x, out)),
-            _ => {}
-        }
-    }
+    use crate::util::testing::schema_keys;
 
     #[test]
     fn schema_and_structs_accept_the_same_keys() {

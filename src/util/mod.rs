@@ -10,3 +10,5 @@ pub mod lock;
 pub mod par;
 pub mod paths;
 pub mod process;
+#[cfg(test)]
+pub mod testing;

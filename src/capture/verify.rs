@@ -151,10 +151,10 @@ impl Snapshot {
         if c == Changes::default() {
             return;
         }
-        if let Ok(mut log) = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&record.log_path)
-        {
+        // The run's own log, by its run id and never through a link the agent may have put there.
+        let log_path =
+            crate::ledger::record::log_path(&crate::ledger::runs_dir(repo), &record.run_id);
+        if let Ok(mut log) = crate::util::atomic::open_append_private(&log_path) {
             let _ = writeln!(
                 log,
                 "almanac: outside .almanac/ the agent changed {:?}; also changed during the run (not blamed): {:?}{}",

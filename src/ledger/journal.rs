@@ -33,12 +33,7 @@ pub fn append_agent_session(repo: &Path, id: &str) -> std::io::Result<()> {
     })
     .map_err(std::io::Error::other)?;
     line.push(b'\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(journal_path(repo))?;
+    let mut f = crate::util::atomic::open_append_private(&journal_path(repo))?;
     f.write_all(&line)?;
     f.sync_data()
 }

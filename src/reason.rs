@@ -26,6 +26,9 @@ pub enum Reason {
     DuplicateSession,
     ReadFailed,
     PrefixMismatch,
+    /// The captured part was rewritten but still holds the last captured record: the capture resumed
+    /// after it (reported, not a problem).
+    RecoveredPrefix,
     BudgetDeferred,
     CaptureStartFailed,
     /// The transcript's ledger entry changed between the sweep's decide and act passes (another process
@@ -77,6 +80,7 @@ impl Reason {
             Reason::DuplicateSession => "duplicate-session",
             Reason::ReadFailed => "read-failed",
             Reason::PrefixMismatch => "prefix-mismatch",
+            Reason::RecoveredPrefix => "recovered-prefix",
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
             Reason::ChangedDuringSweep => "changed-during-sweep",
@@ -96,7 +100,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 30] = [
+    pub const ALL: [Reason; 31] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -112,6 +116,7 @@ impl Reason {
         Reason::DuplicateSession,
         Reason::ReadFailed,
         Reason::PrefixMismatch,
+        Reason::RecoveredPrefix,
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
         Reason::ChangedDuringSweep,

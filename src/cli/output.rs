@@ -119,6 +119,15 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
             item.app, item.transcript_path, item.reason
         ));
     }
+    for item in &s.recovered {
+        out.line(&format!(
+            "  - {} {} {}: {}",
+            item.reason,
+            item.app,
+            item.transcript_path,
+            item.detail.as_deref().unwrap_or_default()
+        ));
+    }
 }
 
 pub fn rules_list(catalog: &Catalog, cx: &Context, out: &mut Out) {

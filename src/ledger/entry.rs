@@ -144,11 +144,25 @@ impl LedgerEntry {
         self.baseline = baseline;
     }
 
+    /// The captured prefix was rewritten, and the last captured record (`last_record_id`, kept) now ends
+    /// at this cursor: the cursor moves there, and a `prefix-mismatch` ends.
+    pub fn recover_cursor(&mut self, bytes: u64, lines: u64, hash: String) {
+        self.last_captured_size = bytes;
+        self.last_captured_line = lines;
+        self.last_captured_prefix_hash = hash;
+        self.no_content_through = None;
+        self.end_prefix_mismatch();
+    }
+
     /// The entry now describes this file: path and identity follow a moved or verified transcript. A
     /// prefix that was found to match again ends a `prefix-mismatch`.
     pub fn follow_file(&mut self, path: String, file_id: (u64, u64)) {
         self.path = path;
         self.file_id = Some(file_id);
+        self.end_prefix_mismatch();
+    }
+
+    fn end_prefix_mismatch(&mut self) {
         if self.status == EntryStatus::NeedsAttention
             && self.attention.as_deref() == Some(Reason::PrefixMismatch.code())
         {

@@ -74,6 +74,8 @@ impl Updates {
                 r.from_byte > 0,
             );
             e.last_record_id = r.copied.as_ref().map(|c| c.last_id.clone());
+        } else if r.recovered.is_some() {
+            e.recover_cursor(r.from_byte, r.from_line_before, r.hash_at_cursor.clone());
         }
         e
     }

@@ -158,11 +158,22 @@ fn settle(
             attention(summary, Reason::PrefixMismatch, detail);
             return None;
         }
-        Ok(RangeOutcome::Unchanged { baseline }) => {
+        Ok(RangeOutcome::Unchanged {
+            baseline,
+            copied,
+            recovered,
+        }) => {
             // Remember where the file stands so the next sweep need not read it again.
             let e = updates.entry(repo, &k, found, file, sid);
             if let Some(b) = baseline {
                 e.place_cursor(b.bytes, b.lines, b.hash, true);
+                // A copy with nothing of its own yet: a rewrite before its cursor can still recover.
+                e.last_record_id = copied.map(|c| c.last_id);
+            }
+            if let Some(rc) = recovered {
+                e.recover_cursor(rc.at.bytes, rc.at.lines, rc.at.hash);
+                let item = SkippedItem::of(file, ex, Reason::RecoveredPrefix, Some(rc.detail));
+                summary.recovered(item);
             }
             e.follow_file(file.path.display().to_string(), file.file_id);
             let detail = "no complete new line since the captured cursor".to_string();
@@ -171,6 +182,10 @@ fn settle(
         }
         Ok(RangeOutcome::Capture(r)) => r,
     };
+    if let Some(rc) = &r.recovered {
+        let detail = Some(rc.detail.clone());
+        summary.recovered(SkippedItem::of(file, ex, Reason::RecoveredPrefix, detail));
+    }
     let part = match res.part {
         Ok(p) => p,
         Err(e) => {
@@ -266,8 +281,15 @@ pub fn spend_budget(
                     plan.entry.as_deref(),
                     chunks.iter().map(|c| c.to),
                 ),
-                overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
-                    .filter(|_| plan.entry.is_none()),
+                match &plan.r.recovered {
+                    Some(rc) => Some(format!(
+                        "This transcript was rewritten before the part already captured: {}. Lines \
+                         before that were captured earlier, perhaps as they read then.",
+                        rc.detail
+                    )),
+                    None => overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
+                        .filter(|_| plan.entry.is_none()),
+                },
             ),
         };
         let t = &mut summary.totals;

@@ -7,10 +7,20 @@ use crate::ledger::{cursor, LedgerEntry};
 use crate::policy::Settings;
 use crate::rules::RuleSet;
 
-pub struct BaselineCursor {
+/// A cursor in a transcript: bytes and lines before it, and the `sha256:` of those bytes.
+pub struct CursorAt {
     pub bytes: u64,
     pub lines: u64,
     pub hash: String,
+}
+
+/// A transcript rewritten before its captured cursor whose last captured record is still in it: the
+/// capture resumes after that record (`recovered-prefix`) instead of needing attention.
+pub struct Recovered {
+    /// The cursor in the rewritten file: just after the line holding the last captured record.
+    pub at: CursorAt,
+    /// Words for the summary and the prompt: what changed and where the capture resumes.
+    pub detail: String,
 }
 
 /// The uncaptured range of an eligible transcript.
@@ -26,11 +36,19 @@ pub struct Range {
     pub boundaries: Vec<(u64, u64, String)>,
     /// A first-seen transcript's leading lines copied from a session already captured (skipped).
     pub copied: Option<super::overlap::Copied>,
+    /// The captured prefix was rewritten and the range resumes after its last captured record.
+    pub recovered: Option<Recovered>,
 }
 
 pub enum RangeOutcome {
     Capture(Range),
-    Unchanged { baseline: Option<BaselineCursor> },
+    /// No complete new line. `baseline`: where a first-seen transcript's cursor goes (`copied`: after
+    /// the records it copied); `recovered`: where a rewritten one's cursor moves to.
+    Unchanged {
+        baseline: Option<CursorAt>,
+        copied: Option<super::overlap::Copied>,
+        recovered: Option<Recovered>,
+    },
     PrefixMismatch(String),
 }
 
@@ -53,12 +71,11 @@ pub fn decide_range(
     let (cursor_bytes, cursor_lines, baseline) = match (entry, settings.capture_since) {
         (Some(e), _) => {
             if file.size < e.last_captured_size {
-                return Ok(RangeOutcome::PrefixMismatch(format!(
-                    "the transcript is {} bytes, shorter than the {} already captured: it was truncated or replaced; `almanac capture reset {}` starts over",
-                    file.size,
-                    e.last_captured_size,
-                    file.path.display()
-                )));
+                let why = format!(
+                    "the transcript is {} bytes, shorter than the {} already captured: it was truncated or replaced",
+                    file.size, e.last_captured_size
+                );
+                return recover(rule, file, e, why, chunk_bytes, bytes_read);
             }
             (e.last_captured_size, e.last_captured_line, false)
         }
@@ -84,32 +101,98 @@ pub fn decide_range(
     };
     if let Some(e) = entry {
         if hash_at_cursor != e.last_captured_prefix_hash {
-            return Ok(RangeOutcome::PrefixMismatch(format!(
-                "the first {} bytes changed since they were captured (rewritten or replaced); `almanac capture reset {}` starts over",
-                e.last_captured_size,
-                file.path.display()
-            )));
+            let why = format!(
+                "the first {} bytes changed since they were captured (rewritten or replaced)",
+                e.last_captured_size
+            );
+            return recover(rule, file, e, why, chunk_bytes, bytes_read);
         }
     }
-    if scan.complete_end <= cursor_bytes {
-        return Ok(RangeOutcome::Unchanged {
-            baseline: baseline.then(|| BaselineCursor {
-                bytes: cursor_bytes,
-                lines: cursor_lines,
-                hash: hash_at_cursor.clone(),
-            }),
-        });
+    let at = CursorAt {
+        bytes: cursor_bytes,
+        lines: cursor_lines,
+        hash: hash_at_cursor,
+    };
+    Ok(outcome(at, scan, baseline, copied, None))
+}
+
+/// What the scan after a cursor found: nothing complete (unchanged) or the range to capture.
+fn outcome(
+    at: CursorAt,
+    scan: cursor::Scan,
+    baseline: bool,
+    copied: Option<super::overlap::Copied>,
+    recovered: Option<Recovered>,
+) -> RangeOutcome {
+    if scan.complete_end <= at.bytes {
+        return RangeOutcome::Unchanged {
+            baseline: baseline.then_some(at),
+            copied,
+            recovered,
+        };
     }
-    Ok(RangeOutcome::Capture(Range {
-        from_line_before: cursor_lines,
-        to_line: cursor_lines + scan.new_lines,
-        from_byte: cursor_bytes,
+    RangeOutcome::Capture(Range {
+        from_line_before: at.lines,
+        to_line: at.lines + scan.new_lines,
+        from_byte: at.bytes,
         to_byte: scan.complete_end,
-        hash_at_cursor,
+        hash_at_cursor: at.hash,
         hash_at_end: scan.hash_at_end,
         boundaries: scan.boundaries,
         copied,
-    }))
+        recovered,
+    })
+}
+
+/// The captured prefix no longer matches (`why`): when the rule names record ids and the entry's last
+/// captured record is still in the file, the range resumes on the line after it (`recovered-prefix`);
+/// otherwise the entry needs attention (`prefix-mismatch`) until `capture reset`.
+fn recover(
+    rule: &RuleSet,
+    file: &FoundFile,
+    e: &LedgerEntry,
+    why: String,
+    chunk_bytes: Option<u64>,
+    bytes_read: &mut u64,
+) -> Result<RangeOutcome, String> {
+    let reset = format!(
+        "`almanac capture reset {}` starts over",
+        file.path.display()
+    );
+    let Some(id) = e
+        .last_record_id
+        .as_deref()
+        .filter(|_| rule.record_id.is_some())
+    else {
+        return Ok(RangeOutcome::PrefixMismatch(format!("{why}; {reset}")));
+    };
+    let found =
+        super::overlap::after_id(rule, &file.path, id, bytes_read).map_err(|e| e.to_string())?;
+    let Some((bytes, lines)) = found else {
+        return Ok(RangeOutcome::PrefixMismatch(format!(
+            "{why}, and its last captured record ({id}) is gone; {reset}"
+        )));
+    };
+    let open = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    let scan = cursor::scan_chunked(open, bytes, true, chunk_bytes).map_err(|e| e.to_string())?;
+    *bytes_read += scan.bytes_read;
+    let Some(hash) = scan.hash_at_cursor.clone() else {
+        return Ok(RangeOutcome::PrefixMismatch(format!(
+            "{why}, and it changed again while being read; {reset}"
+        )));
+    };
+    let detail = format!(
+        "{why}; its last captured record ({id}) is now line {lines} (was line {}): the capture resumes on line {}",
+        e.last_captured_line,
+        lines + 1
+    );
+    let at = || CursorAt {
+        bytes,
+        lines,
+        hash: hash.clone(),
+    };
+    let recovered = Recovered { at: at(), detail };
+    Ok(outcome(at(), scan, false, None, Some(recovered)))
 }
 
 /// One run's share of a new part: it ends on a newline.

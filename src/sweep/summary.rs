@@ -106,6 +106,9 @@ pub struct Summary {
     pub started: Vec<StartedItem>,
     pub skipped: Vec<SkippedItem>,
     pub needs_attention: Vec<SkippedItem>,
+    /// Transcripts rewritten before their cursor that still held the last captured record: the capture
+    /// resumed after it (`recovered-prefix`). They also appear as started or skipped as usual.
+    pub recovered: Vec<SkippedItem>,
     pub counts: BTreeMap<&'static str, u64>,
     pub totals: Totals,
     pub stats: Stats,
@@ -121,6 +124,7 @@ impl Summary {
             started: Vec::new(),
             skipped: Vec::new(),
             needs_attention: Vec::new(),
+            recovered: Vec::new(),
             counts: BTreeMap::new(),
             totals: Totals::default(),
             stats: Stats::default(),
@@ -141,11 +145,20 @@ impl Summary {
         self.needs_attention.push(item);
     }
 
+    pub fn recovered(&mut self, item: SkippedItem) {
+        self.count(item.reason);
+        self.recovered.push(item);
+    }
+
     /// Lists in a stable order (app, then transcript path), whatever order the phases worked in.
     pub fn sort(&mut self) {
         self.started
             .sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
-        for list in [&mut self.skipped, &mut self.needs_attention] {
+        for list in [
+            &mut self.skipped,
+            &mut self.needs_attention,
+            &mut self.recovered,
+        ] {
             list.sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
         }
     }

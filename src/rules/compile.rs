@@ -181,7 +181,10 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         .collect();
 
     let record_id = raw.record_id.as_ref().and_then(|t| cx.path("record_id", t));
-    let turns = raw.turns.as_ref().map(|t| turns_rule(&mut cx, t));
+    let turns = raw
+        .turns
+        .as_ref()
+        .map(|t| turns_rule(&mut cx, t, &timestamps));
     if cx.diags.len() > before {
         return None;
     }
@@ -202,7 +205,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
     })
 }
 
-fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
+fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {
     let ignore = t
         .ignore
         .iter()
@@ -273,14 +276,17 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns) -> TurnsRule {
             ))
         })
         .collect();
-    TurnsRule {
+    let mut rule = TurnsRule {
         ignore,
         merge_repeated_prompts: t.merge_repeated_prompts,
         skip,
         user,
         assistant,
         tools,
-    }
+        reads: super::needs::Need::All,
+    };
+    rule.reads = rule.needs(timestamps);
+    rule
 }
 
 fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {

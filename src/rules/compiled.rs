@@ -56,6 +56,32 @@ pub struct TurnsRule {
     pub user: Vec<TurnText>,
     pub assistant: Vec<TurnText>,
     pub tools: Vec<(Option<Predicate>, JsonPath)>,
+    /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
+    /// that (`rules::needs`).
+    pub reads: super::needs::Need,
+}
+
+impl TurnsRule {
+    /// What the turn reader's rules read of a record, with the record's time.
+    pub(crate) fn needs(&self, timestamps: &[JsonPath]) -> super::needs::Need {
+        let mut n = super::needs::Needs::default();
+        let preds = self.ignore.iter().chain(self.skip.iter().flat_map(|s| {
+            [Some(&s.from), Some(&s.until), s.after.as_ref()]
+                .into_iter()
+                .flatten()
+        }));
+        preds.for_each(|p| n.predicate(p));
+        for t in self.user.iter().chain(&self.assistant) {
+            t.when.iter().for_each(|p| n.predicate(p));
+            t.text.iter().chain(&t.group).for_each(|p| n.value(p));
+        }
+        for (when, name) in &self.tools {
+            when.iter().for_each(|p| n.predicate(p));
+            n.value(name);
+        }
+        timestamps.iter().for_each(|p| n.value(p));
+        n.finish()
+    }
 }
 
 /// A region of records that are not part of any turn.
@@ -182,6 +208,8 @@ pub struct RecordTest {
 pub struct JsonPath {
     pub text: String,
     query: JpQuery,
+    /// The member names of a path made only of them (`$.a.b`): selected by walking, the common case.
+    names: Option<Vec<String>>,
 }
 
 impl JsonPath {
@@ -191,14 +219,38 @@ impl JsonPath {
             let first = msg.lines().next().unwrap_or("").trim().to_string();
             format!("invalid JSONPath \"{text}\": {first}")
         })?;
+        use jsonpath_rust::parser::model::{Segment, Selector};
+        let names = query
+            .segments
+            .iter()
+            .map(|s| match s {
+                Segment::Selector(Selector::Name(n)) => Some(n.clone()),
+                _ => None,
+            })
+            .collect();
         Ok(JsonPath {
             text: text.to_string(),
             query,
+            names,
         })
+    }
+
+    pub fn query(&self) -> &JpQuery {
+        &self.query
     }
 
     /// Every node the path selects in `record`.
     pub fn select<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
+        if let Some(names) = &self.names {
+            let mut v = record;
+            for n in names {
+                match v.get(n.as_str()) {
+                    Some(next) => v = next,
+                    None => return Vec::new(),
+                }
+            }
+            return vec![v];
+        }
         match jsonpath_rust::query::js_path_process(&self.query, record) {
             Ok(refs) => refs.into_iter().map(|r| r.val()).collect(),
             Err(_) => Vec::new(),
@@ -369,5 +421,37 @@ impl CheckKind {
                 | CheckKind::InternalAlmanacSession
                 | CheckKind::CaptureAlreadyPending
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_of_names_selects_what_the_general_evaluator_does() {
+        let records = [
+            r#"{"a":{"b":1}}"#,
+            r#"{"a":{"b":null}}"#,
+            r#"{"a":{"c":1}}"#,
+            r#"{"a":[{"b":1}]}"#,
+            r#"{"a":"b"}"#,
+            r#"{"a":{"b":{"c":[1,2]}}}"#,
+            r#"[1]"#,
+        ];
+        for text in ["$", "$.a", "$.a.b", "$.a.b.c", "$['a']['b']", "$.x"] {
+            let p = JsonPath::parse(text).unwrap();
+            assert!(p.names.is_some(), "{text}");
+            for r in records {
+                let v: Value = serde_json::from_str(r).unwrap();
+                let general: Vec<&Value> = jsonpath_rust::query::js_path_process(&p.query, &v)
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.val())
+                    .collect();
+                assert_eq!(p.select(&v), general, "{text} on {r}");
+            }
+        }
+        assert!(JsonPath::parse("$.a[0]").unwrap().names.is_none());
     }
 }

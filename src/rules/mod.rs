@@ -3,6 +3,7 @@
 
 mod compile;
 pub mod compiled;
+pub mod needs;
 pub mod raw;
 
 pub use compiled::*;

@@ -220,7 +220,8 @@ fn settle(
 }
 
 /// Spends the run and token budget over the plans, most recently active first. Every plan counts as
-/// eligible; one that does not fit is `budget-deferred`. Full turn counts are read only for what starts.
+/// eligible; one that does not fit is `budget-deferred`. Full turn counts are read only for what starts,
+/// on every core once the budget is spent.
 pub fn spend_budget(
     catalog: &Catalog,
     candidates: &[Candidate],
@@ -238,7 +239,7 @@ pub fn spend_budget(
     let budget = opts.budget;
     let mut runs_left = budget.max_runs;
     let mut tokens_left = budget.max_tokens;
-    let mut out = Vec::new();
+    let mut taken: Vec<(Plan, Vec<Chunk>, u32, u64)> = Vec::new();
     for plan in plans {
         let (file, ex) = &candidates[plan.idx];
         summary.eligible += 1;
@@ -260,38 +261,49 @@ pub fn spend_budget(
         chunks.truncate(take);
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
-        // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk.
+        taken.push((plan, chunks, of, tokens));
+    }
+    // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk; and,
+    // live, the record ids to remember.
+    let read = crate::util::par::map(&taken, |(plan, chunks, _, _)| {
+        let file = &candidates[plan.idx].0;
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let mut bytes_read = 0;
         let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
-            true => {
-                let rule = catalog.get(&file.app).expect("walked apps exist");
-                let read = &mut summary.stats.bytes_read;
-                let each = |c: &Chunk| chunk_turns(rule, file, c, read).ok().flatten();
-                chunks.iter().map(each).collect()
-            }
+            true => chunks
+                .iter()
+                .map(|c| chunk_turns(rule, file, c, &mut bytes_read).ok().flatten())
+                .collect(),
             false => chunks.iter().map(|_| None).collect(),
         };
-        let part = combine(&summaries);
-        let rule = catalog.get(&file.app).expect("walked apps exist");
-        let (ids, context) = match opts.dry_run {
+        let ids = match opts.dry_run {
             true => Default::default(),
-            false => (
-                overlap::chunk_ids(
-                    rule,
-                    file,
-                    plan.entry.as_deref(),
-                    chunks.iter().map(|c| c.to),
-                ),
-                match &plan.r.recovered {
-                    Some(rc) => Some(format!(
-                        "This transcript was rewritten before the part already captured: {}. Lines \
-                         before that were captured earlier, perhaps as they read then.",
-                        rc.detail
-                    )),
-                    None => overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
-                        .filter(|_| plan.entry.is_none()),
-                },
+            false => overlap::chunk_ids(
+                rule,
+                file,
+                plan.entry.as_deref(),
+                chunks.iter().map(|c| c.to),
             ),
         };
+        (summaries, ids, bytes_read)
+    });
+    let mut out = Vec::new();
+    for ((plan, chunks, of, tokens), (summaries, ids, bytes_read)) in taken.into_iter().zip(read) {
+        let (file, ex) = &candidates[plan.idx];
+        summary.stats.bytes_read += bytes_read;
+        let part = combine(&summaries);
+        let rule = catalog.get(&file.app).expect("walked apps exist");
+        let context = match (opts.dry_run, &plan.r.recovered) {
+            (true, _) => None,
+            (false, Some(rc)) => Some(format!(
+                "This transcript was rewritten before the part already captured: {}. Lines before \
+                 that were captured earlier, perhaps as they read then.",
+                rc.detail
+            )),
+            (false, None) => overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
+                .filter(|_| plan.entry.is_none()),
+        };
+        let take = chunks.len();
         let t = &mut summary.totals;
         t.new_bytes += chunks.iter().map(|c| c.to - c.from).sum::<u64>();
         t.est_tokens += tokens;

@@ -7,13 +7,15 @@
 //! are dropped 100 at a time behind one overflow marker record (which says how many).
 
 use crate::rules::{RuleSet, TurnsRule};
-use crate::util::lines::{parse_object, LineReader};
+use crate::util::lines::LineReader;
+use partial::parse_pruned;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::{self, Read};
 
+mod partial;
 pub mod prefilter;
 
 pub const USER_MAX_BYTES: usize = 2 * 1024;
@@ -49,6 +51,9 @@ pub struct TurnRecord {
 }
 
 pub struct Options {
+    /// Continue a read that stopped here (the reader starts at `resume.offset`): the counts go on from
+    /// it; turn records start with the turn that was open there.
+    pub resume: Option<Checkpoint>,
     pub max_turns: usize,
     pub user_max: usize,
     pub assistant_max: usize,
@@ -60,6 +65,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            resume: None,
             max_turns: MAX_TURNS,
             user_max: USER_MAX_BYTES,
             assistant_max: ASSISTANT_MAX_BYTES,
@@ -80,6 +86,42 @@ pub struct Turns {
     pub tools: Vec<String>,
     #[serde(skip)]
     pub bytes_read: u64,
+    /// Where this read stopped (after its last complete line) and what a later read needs to go on.
+    #[serde(skip)]
+    pub checkpoint: Checkpoint,
+}
+
+/// The state of a turn read after a complete line: enough for a later read of what follows to count
+/// exactly what one read of the whole file counts (the turn index of `capture sessions`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Byte offset just past the last complete line read, and that line's number.
+    pub offset: u64,
+    pub line: u64,
+    pub user_turns: u64,
+    pub total_turns: u64,
+    /// The turn still open there, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<OpenTurn>,
+    /// Queued prompts not yet written again as prompts (cut as compared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<String>,
+    /// The skip region open there, and which skips had their `after` record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_open: Option<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub armed: Vec<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenTurn {
+    /// Its prompt (cut as compared) while nothing answered it yet: a repeat or a queued prompt's
+    /// delivery compares with it. None once answered, or for a turn without a prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    pub answered: bool,
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
@@ -113,6 +155,15 @@ struct Current {
     /// The assistant blocks taken so far, as (group, sha256 of the text): a long turn is linear, and
     /// holds no text twice. Emptied once the text is cut (no later block can change it).
     seen: HashSet<(Option<String>, [u8; 32])>,
+    /// Resumed from a checkpoint whose turn was answered before it.
+    answered: bool,
+}
+
+impl Current {
+    /// Nothing answered it yet: no assistant text, no tool.
+    fn quiet(&self) -> bool {
+        !self.answered && self.assistant.is_empty() && self.rec.tools.is_empty()
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -143,13 +194,55 @@ impl<'a> Builder<'a> {
             rec,
             assistant: String::new(),
             seen: HashSet::new(),
+            answered: false,
         });
+    }
+
+    /// Goes on from `c`: its counts, its open turn and queued prompts.
+    fn resume(&mut self, c: &Checkpoint) {
+        self.out.user_turns = c.user_turns;
+        self.out.total_turns = c.total_turns;
+        self.queued = c.queued.clone();
+        self.current = c.open.as_ref().map(|o| Current {
+            rec: TurnRecord {
+                kind: "turn",
+                turn: c.total_turns,
+                line: c.line,
+                ts: None,
+                user: o.prompt.clone(),
+                assistant: None,
+                tools: Vec::new(),
+                truncated: Vec::new(),
+                dropped: None,
+                dropped_turns: None,
+            },
+            assistant: String::new(),
+            seen: HashSet::new(),
+            answered: o.answered,
+        });
+    }
+
+    /// The state to go on from after line `line`, ending at byte `offset`.
+    fn checkpoint(&self, offset: u64, line: u64, skipper: &Skipper) -> Checkpoint {
+        Checkpoint {
+            offset,
+            line,
+            user_turns: self.out.user_turns,
+            total_turns: self.out.total_turns,
+            open: self.current.as_ref().map(|c| OpenTurn {
+                prompt: c.quiet().then(|| c.rec.user.clone()).flatten(),
+                answered: !c.quiet(),
+            }),
+            queued: self.queued.clone(),
+            skip_open: skipper.open,
+            armed: skipper.armed.clone(),
+        }
     }
 
     /// A user prompt on `line`; `queued` when its record is a queue entry.
     fn prompt(&mut self, line: u64, ts: Option<String>, text: String, queued: bool, merge: bool) {
         let key = cut(&text, self.opts.user_max).0;
-        let quiet = |c: &Current| c.assistant.is_empty() && c.rec.tools.is_empty();
+        let quiet = |c: &Current| c.quiet();
         if queued {
             self.queued.push(key.clone());
             if self.queued.len() > MAX_QUEUED {
@@ -324,15 +417,26 @@ pub fn extract<R: Read>(
     };
     let mut lines = LineReader::new(reader);
     let mut skipper = Skipper::new(&turns.skip);
+    let base = opts.resume.as_ref().map_or(0, |c| c.offset);
+    // The last complete line read: (offset just past it, its number).
+    let mut through = (base, first_line - 1);
+    if let Some(c) = &opts.resume {
+        b.resume(c);
+        if c.armed.len() == skipper.armed.len() {
+            skipper.armed.clone_from(&c.armed);
+            skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
+        }
+    }
     let filter = prefilter::Prefilter::new(turns);
     while let Some(l) = lines.next_line()? {
         let line = first_line + l.number - 1;
         if !l.terminated {
             break;
         }
+        through = (base + l.end, line);
         if line <= skip_through {
             if skipper.waiting() && filter.may_arm(l.bytes, &skipper.armed) {
-                if let Some(record) = parse_object(l.bytes) {
+                if let Some(record) = parse_pruned(l.bytes, &turns.reads) {
                     skipper.arm(&record);
                 }
             }
@@ -342,7 +446,7 @@ pub fn extract<R: Read>(
         if !filter.wanted(l.bytes, skipper.open, &skipper.armed) {
             continue;
         }
-        let Some(record) = parse_object(l.bytes) else {
+        let Some(record) = parse_pruned(l.bytes, &turns.reads) else {
             continue;
         };
         if skipper.skips(line, &record) || turns.ignore.iter().any(|p| p.holds(&record)) {
@@ -385,6 +489,7 @@ pub fn extract<R: Read>(
             break;
         }
     }
+    b.out.checkpoint = b.checkpoint(through.0, through.1, &skipper);
     b.finish();
     b.out.bytes_read = lines.bytes_read();
     let mut records: Vec<TurnRecord> = b.marker.into_iter().collect();
@@ -500,6 +605,48 @@ mod tests {
         assert_eq!(user_prompts(&from_two, transcript), ["first", "last"]);
         for anywhere in [skip("      earliest_line: 1\n"), skip("")] {
             assert_eq!(user_prompts(&rule_set(&anywhere), transcript), ["last"]);
+        }
+    }
+
+    /// Every fixture transcript read in two parts, cut after each of its lines in turn, the second part
+    /// going on from the first one's checkpoint: the same counts as one read of the whole file.
+    #[test]
+    fn a_read_resumed_from_a_checkpoint_counts_what_one_whole_read_counts() {
+        let catalog = crate::rules::load(&[]).unwrap();
+        let files = crate::util::testing::fixture_transcripts(&catalog);
+        assert!(files.len() >= 50, "{} fixtures", files.len());
+        for (f, i) in files {
+            let rule = &catalog.sets[i];
+            let turns = rule.turns.as_ref().unwrap();
+            let bytes = std::fs::read(&f).unwrap();
+            let read = |from: usize, to: usize, line: u64, resume: Option<Checkpoint>| {
+                let opts = Options {
+                    resume,
+                    ..Options::default()
+                };
+                extract(rule, turns, &bytes[from..to], line + 1, 0, &opts).unwrap()
+            };
+            let whole = read(0, bytes.len(), 0, None);
+            let ends: Vec<usize> = bytes
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1)
+                .collect();
+            for (n, end) in ends.iter().enumerate() {
+                let first = read(0, *end, 0, None);
+                let c = first.checkpoint.clone();
+                assert_eq!(
+                    (c.offset, c.line),
+                    (*end as u64, n as u64 + 1),
+                    "{}",
+                    f.display()
+                );
+                let rest = read(*end, bytes.len(), c.line, Some(c));
+                let got = (rest.user_turns, rest.total_turns, rest.checkpoint.offset);
+                let want = (whole.user_turns, whole.total_turns, whole.checkpoint.offset);
+                assert_eq!(got, want, "{} cut after line {}", f.display(), n + 1);
+            }
         }
     }
 }

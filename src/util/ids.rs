@@ -22,19 +22,21 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     b
 }
 
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub fn random_hex(bytes: usize) -> String {
     let raw: [u8; 16] = random_bytes();
-    raw.iter()
-        .take(bytes.min(16))
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&raw[..bytes.min(16)])
 }
 
 pub fn uuid_v4() -> String {
     let mut b: [u8; 16] = random_bytes();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],

@@ -4,10 +4,11 @@
 use super::output::Out;
 use super::{Failure, EXIT_OK};
 use crate::context::Context;
-use crate::discover::{self, repo::RepoMapper};
+use crate::discover;
 use crate::ledger::{self, key};
 use crate::rules::Catalog;
 use crate::turns::{self, Options, TurnRecord};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -158,92 +159,82 @@ pub fn sessions(
         }
         None => None,
     };
-    let files = discover::locate::recent(catalog, cx, &a.apps, a.max_age);
-    let mut mapper = RepoMapper::new(&cx.almanac_home);
-    let mut rows = Vec::new();
-    for file in &files {
-        let rule = catalog.get(&file.app).expect("walked apps exist");
-        let ex = crate::discover::examine(rule, file, &mut mapper);
-        if ex.subagent || ex.error.is_some() {
-            continue;
-        }
-        if repo_filter
-            .as_ref()
-            .is_some_and(|want| ex.repo.as_ref() != Some(want))
-        {
-            continue;
-        }
-        rows.push(session_row(cx, rule, file, &ex));
-    }
+    let listing = discover::sessions::list(catalog, cx, &a.apps, a.max_age, repo_filter.as_deref());
+    // Each repo's ledger is read once, for all its sessions.
+    let mut ledgers: HashMap<PathBuf, Option<ledger::Ledger>> = HashMap::new();
+    let rows: Vec<SessionRow> = listing
+        .sessions
+        .iter()
+        .map(|s| {
+            let entry = match (&s.examined.repo, &s.examined.session_id) {
+                (Some(r), Some(sid)) => ledgers
+                    .entry(r.clone())
+                    .or_insert_with(|| ledger::load(r, cx.now, false).ok().map(|l| l.ledger))
+                    .as_ref()
+                    .and_then(|l| l.entries.get(&key(&s.file.app, sid))),
+                _ => None,
+            };
+            let status = match (&s.examined.repo, entry) {
+                (None, _) => "no-almanac-repo".to_string(),
+                (Some(_), None) => "not captured".to_string(),
+                (Some(_), Some(e)) => serde_json::to_value(e.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            };
+            SessionRow {
+                app: &s.file.app,
+                session_id: s.examined.session_id.as_deref(),
+                transcript_path: s.file.path.display().to_string(),
+                repo_root: s.examined.repo.as_ref().map(|r| r.display().to_string()),
+                modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
+                size: s.file.size,
+                user_turns: s.user_turns,
+                captured_through_line: entry.map(|e| e.last_captured_line),
+                status,
+            }
+        })
+        .collect();
     out.emit(
-        || serde_json::json!({"ok": true, "sessions": rows}),
+        || serde_json::json!({"ok": true, "sessions": rows, "stats": listing.stats}),
         |out| sessions_human(&rows, out),
     );
     Ok(EXIT_OK)
 }
 
 /// One session as `capture sessions` shows it: where it is, its user turns and its capture state.
-fn session_row(
-    cx: &Context,
-    rule: &crate::rules::RuleSet,
-    file: &discover::FoundFile,
-    ex: &crate::discover::Examined,
-) -> serde_json::Value {
-    let turns = rule.turns.as_ref().and_then(|tr| {
-        let f = discover::open_transcript(&file.path).ok()?;
-        turns::extract(rule, tr, f, 1, 0, &Options::default())
-            .ok()
-            .map(|t| t.user_turns)
-    });
-    let entry = match (&ex.repo, &ex.session_id) {
-        (Some(r), Some(sid)) => ledger::load(r, cx.now, false)
-            .ok()
-            .and_then(|l| l.ledger.entries.get(&key(&file.app, sid)).cloned()),
-        _ => None,
-    };
-    let status = match (&ex.repo, &entry) {
-        (None, _) => "no-almanac-repo".to_string(),
-        (Some(_), None) => "not captured".to_string(),
-        (Some(_), Some(e)) => serde_json::to_value(e.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-    };
-    serde_json::json!({
-        "app": &*file.app,
-        "sessionId": ex.session_id,
-        "transcriptPath": file.path.display().to_string(),
-        "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),
-        "modified": crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(file.mtime)),
-        "size": file.size,
-        "userTurns": turns,
-        "capturedThroughLine": entry.as_ref().map(|e| e.last_captured_line),
-        "status": status,
-    })
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionRow<'a> {
+    app: &'a str,
+    session_id: Option<&'a str>,
+    transcript_path: String,
+    repo_root: Option<String>,
+    modified: String,
+    size: u64,
+    user_turns: Option<u64>,
+    captured_through_line: Option<u64>,
+    status: String,
 }
 
-fn sessions_human(rows: &[serde_json::Value], out: &mut Out) {
+fn sessions_human(rows: &[SessionRow], out: &mut Out) {
     if rows.is_empty() {
         out.line("no sessions found");
     }
     for r in rows {
         out.line(&format!(
             "{}  {} {}  {}  {} bytes, {} user turns, captured through line {}, {}",
-            r["modified"].as_str().unwrap_or(""),
-            r["app"].as_str().unwrap_or(""),
-            r["sessionId"].as_str().unwrap_or("?"),
-            r["repoRoot"].as_str().unwrap_or("(no repo)"),
-            r["size"],
-            r["userTurns"]
-                .as_u64()
+            r.modified,
+            r.app,
+            r.session_id.unwrap_or("?"),
+            r.repo_root.as_deref().unwrap_or("(no repo)"),
+            r.size,
+            r.user_turns
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "?".into()),
-            r["capturedThroughLine"].as_u64().unwrap_or(0),
-            r["status"].as_str().unwrap_or("")
+            r.captured_through_line.unwrap_or(0),
+            r.status
         ));
-        out.line(&format!(
-            "    {}",
-            r["transcriptPath"].as_str().unwrap_or("")
-        ));
+        out.line(&format!("    {}", r.transcript_path));
     }
 }

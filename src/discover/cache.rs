@@ -59,7 +59,7 @@ pub struct Cache {
 
 /// Over the path's bytes (`Path`'s own `Hash` walks its components: several times slower, and a sweep
 /// hashes every path twice).
-fn path_hash(p: &Path) -> u64 {
+pub(super) fn path_hash(p: &Path) -> u64 {
     use std::hash::Hasher;
     use std::os::unix::ffi::OsStrExt;
     let mut h = std::collections::hash_map::DefaultHasher::new();

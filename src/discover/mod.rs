@@ -7,6 +7,7 @@ pub mod head;
 pub mod locate;
 pub mod repo;
 pub mod sessions;
+pub mod turn_index;
 
 pub use examined::{examine, Examined};
 

@@ -2,10 +2,41 @@
 //! stores hold, subagents included. `capture prune` keeps the ledger entry of each, wherever its file
 //! now lives (a Codex rollout moved to `archived_sessions/` is the same session).
 
-use super::{cache, read_head, walk_rule_set, Examined, WalkStats};
+use super::{cache, read_head, walk_rule_set, Examined, FoundFile, WalkStats};
 use crate::context::Context;
 use crate::rules::Catalog;
 use std::collections::HashSet;
+
+/// Each file's head: from the discovery cache while the file is unchanged (bytes read None), else read
+/// now (in parallel), with the bytes read. The head scan itself is not kept (only `rules explain` shows
+/// it): memory stays flat.
+pub fn heads(
+    catalog: &Catalog,
+    head_cache: &cache::Cache,
+    files: &[FoundFile],
+) -> Vec<(Examined, Option<u64>)> {
+    crate::util::par::map(files, |file| {
+        match head_cache.get(&file.path, &file.app, &file.stamp()) {
+            Some(c) => (Examined::from_cache(&c), None),
+            None => {
+                let Some(rule) = catalog.get(&file.app) else {
+                    return (Examined::from_head(Err("no rule set".into())), None);
+                };
+                let scan = read_head(rule, file).map_err(|e| e.to_string());
+                let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
+                let mut ex = Examined::from_head(scan);
+                ex.scan = None;
+                (ex, Some(read))
+            }
+        }
+    })
+}
+
+/// Whether the discovery cache must be written after `heads`: some head was read, or the cache holds
+/// files that were not walked.
+pub fn cache_stale(head_cache: &cache::Cache, heads: &[(Examined, Option<u64>)]) -> bool {
+    !(heads.iter().all(|(_, read)| read.is_none()) && head_cache.len() == heads.len())
+}
 
 /// Every (app, session id) found in the stores. Heads come from the discovery cache while a file is
 /// unchanged, else are read; nothing is written. A file whose head cannot be read adds nothing.
@@ -17,19 +48,114 @@ pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String
         walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
     }
     let head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
-    let ids = crate::util::par::map(&files, |file| {
-        let ex = match head_cache.get(&file.path, &file.app, &file.stamp()) {
-            Some(c) => Examined::from_cache(&c),
-            None => {
-                let rule = catalog.get(&file.app)?;
-                Examined::from_head(read_head(rule, file).map_err(|e| e.to_string()))
-            }
-        };
-        ex.session_id
-    });
     files
         .iter()
-        .zip(ids)
-        .filter_map(|(f, id)| Some((f.app.to_string(), id?)))
+        .zip(heads(catalog, &head_cache, &files))
+        .filter_map(|(f, (ex, _))| Some((f.app.to_string(), ex.session_id?)))
         .collect()
+}
+
+/// A root session `capture sessions` lists: its file, its head and its user turns.
+pub struct Listed {
+    pub file: FoundFile,
+    pub examined: Examined,
+    pub user_turns: Option<u64>,
+}
+
+/// What listing cost: transcript bytes read, and how each count was had (from the turn index
+/// unchanged, going on from its checkpoint, or read whole).
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListStats {
+    pub bytes_read: u64,
+    pub turns_unchanged: u64,
+    pub turns_resumed: u64,
+    pub turns_read_whole: u64,
+}
+
+pub struct Listing {
+    pub sessions: Vec<Listed>,
+    pub stats: ListStats,
+}
+
+/// The root sessions of `apps` (most recently modified first), modified within `max_age` and in
+/// `repo` when given, each with its user turns: heads from the discovery cache and counts from the turn
+/// index where the files are unchanged, so an unchanged store costs a walk and no transcript byte. Both
+/// caches are written back when something was read (the discovery cache only when every transcript of
+/// those apps was listed, so none is forgotten).
+pub fn list(
+    catalog: &Catalog,
+    cx: &Context,
+    apps: &[String],
+    max_age: Option<std::time::Duration>,
+    repo: Option<&std::path::Path>,
+) -> Listing {
+    use super::turn_index::{self, Counted, TurnIndex};
+    let files = super::locate::recent(catalog, cx, apps, max_age);
+    let cache_file = cache::path(&cx.almanac_home);
+    let head_cache = cache::Cache::load(&cache_file, &catalog.fingerprint);
+    let heads = heads(catalog, &head_cache, &files);
+    let mut stats = ListStats {
+        bytes_read: heads.iter().filter_map(|(_, r)| *r).sum(),
+        ..ListStats::default()
+    };
+    if max_age.is_none() && cache_stale(&head_cache, &heads) {
+        let entries = files
+            .iter()
+            .zip(&heads)
+            .map(|(file, (ex, _))| cache::Entry {
+                path: &file.path,
+                app: &file.app,
+                stamp: file.stamp(),
+                session_id: ex.session_id.as_deref(),
+                cwd: ex.cwd.as_deref(),
+                subagent: ex.subagent,
+                excluded: ex.excluded.as_deref(),
+            });
+        cache::Cache::save(&cache_file, &catalog.fingerprint, entries);
+    }
+    drop(head_cache);
+    let mut mapper = super::repo::RepoMapper::new(&cx.almanac_home);
+    let mut roots: Vec<(FoundFile, Examined)> = Vec::new();
+    for (file, (mut ex, _)) in files.into_iter().zip(heads) {
+        if ex.subagent || ex.error.is_some() {
+            continue;
+        }
+        ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
+        if repo.is_some_and(|want| ex.repo.as_deref() != Some(want)) {
+            continue;
+        }
+        roots.push((file, ex));
+    }
+    let index_file = turn_index::path(&cx.almanac_home);
+    let mut index = TurnIndex::load(&index_file, &catalog.fingerprint);
+    let counted = crate::util::par::map(&roots, |(file, _)| {
+        let rule = catalog.get(&file.app)?;
+        index.count(rule, file).ok().flatten()
+    });
+    let mut entries = Vec::new();
+    let mut sessions = Vec::with_capacity(roots.len());
+    for ((file, examined), c) in roots.into_iter().zip(counted) {
+        let user_turns = c.map(|(entry, how, read)| {
+            stats.bytes_read += read;
+            match how {
+                Counted::Unchanged => stats.turns_unchanged += 1,
+                Counted::Resumed => stats.turns_resumed += 1,
+                Counted::Whole => stats.turns_read_whole += 1,
+            }
+            let n = entry.user_turns();
+            entries.push(entry);
+            n
+        });
+        sessions.push(Listed {
+            file,
+            examined,
+            user_turns,
+        });
+    }
+    let everything = max_age.is_none() && repo.is_none();
+    if index.update(entries, everything) {
+        index.save(&index_file, &catalog.fingerprint);
+    }
+    Listing { sessions, stats }
 }

@@ -53,24 +53,9 @@ pub fn gather(
     summary.stats.duplicates = walk.duplicates;
 
     // Heads: from the discovery cache when the file is unchanged, else read (in parallel).
-    let heads: Vec<(Examined, Option<u64>)> = crate::util::par::map(&files, |file| {
-        let rule = catalog.get(&file.app).expect("walked apps exist");
-        match head_cache.get(&file.path, &file.app, &file.stamp()) {
-            Some(c) => (Examined::from_cache(&c), None),
-            None => {
-                let scan = discover::read_head(rule, file).map_err(|e| e.to_string());
-                let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
-                let mut ex = Examined::from_head(scan);
-                ex.scan = None; // only `rules explain` shows the scan; keep memory flat
-                (ex, Some(read))
-            }
-        }
-    });
-    // Every file came from the cache and the cache holds nothing else: it need not be written again.
-    let cache_current =
-        heads.iter().all(|(_, read)| read.is_none()) && head_cache.len() == files.len();
+    let heads = discover::sessions::heads(catalog, &head_cache, &files);
+    let save_cache = live && discover::sessions::cache_stale(&head_cache, &heads);
     drop(head_cache);
-    let save_cache = live && !cache_current;
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let roots = heads.iter().filter(|(e, _)| !e.subagent).count();
     let mut out = Gathered {

@@ -120,3 +120,119 @@ fn a_current_cache_is_not_rewritten_and_a_deleted_transcript_leaves_it() {
     assert!(!text.contains("0000000000bb"), "{text}");
     assert!(text.contains("000000000001"), "{text}");
 }
+
+fn sessions(l: &crate::live::Live) -> serde_json::Value {
+    json_ok(l.w.almanac().args(["capture", "sessions", "--json"]))
+}
+
+fn turns_of(s: &serde_json::Value) -> Vec<(String, u64)> {
+    s["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["transcriptPath"].as_str().unwrap().to_string(),
+                r["userTurns"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 20: `capture sessions` counts user turns through the turn index. Unchanged transcripts cost no
+/// byte; a grown one is read from its checkpoint; a rewritten one, a replaced one, a deleted or corrupt
+/// index are counted from the start; every count equals what a person counts in the file.
+#[test]
+fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
+    let l = live_world(3);
+    let second =
+        l.w.home()
+            .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-000000000002.jsonl");
+    write_aged(&l.transcript, l.lines(0..4).as_bytes(), HOURS_2);
+    let other: String = (0..2)
+        .map(|i| {
+            claude_line(
+                "5e551011-aaaa-4bbb-8ccc-000000000002",
+                &l.repo,
+                &format!("other {i}"),
+            )
+        })
+        .collect();
+    write_aged(&second, other.as_bytes(), HOURS_2);
+    let path = |p: &std::path::Path| p.display().to_string();
+    let want = |a: u64, b: u64| {
+        let mut v = vec![(path(&l.transcript), a), (path(&second), b)];
+        v.sort();
+        v
+    };
+    let sorted = |s: &serde_json::Value| {
+        let mut v = turns_of(s);
+        v.sort();
+        v
+    };
+
+    let cold = sessions(&l);
+    assert_eq!(sorted(&cold), want(4, 2), "{cold}");
+    assert_eq!(cold["stats"]["turnsReadWhole"], 2, "{cold}");
+    let index = l.w.almanac_home().join("state/turn-index.jsonl");
+    assert!(index.is_file());
+
+    let warm = sessions(&l);
+    assert_eq!(sorted(&warm), want(4, 2));
+    assert_eq!(
+        warm["stats"]["bytesRead"], 0,
+        "nothing changed, nothing read: {warm}"
+    );
+    assert_eq!(warm["stats"]["turnsUnchanged"], 2, "{warm}");
+
+    // One grows by two prompts: only it is read, from where it was counted (plus the 4 KiB check).
+    let before = std::fs::metadata(&l.transcript).unwrap().len();
+    let grown = std::fs::read_to_string(&l.transcript).unwrap() + &l.lines(4..6);
+    write_aged(&l.transcript, grown.as_bytes(), HOURS_2);
+    let s = sessions(&l);
+    assert_eq!(sorted(&s), want(6, 2), "{s}");
+    assert_eq!(
+        (
+            s["stats"]["turnsResumed"].as_u64(),
+            s["stats"]["turnsUnchanged"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    let read = s["stats"]["bytesRead"].as_u64().unwrap();
+    let added = grown.len() as u64 - before;
+    assert!(
+        read >= added && read <= added + 2 * 4096,
+        "{read} bytes read for {added} new: {s}"
+    );
+
+    // Rewritten before the checkpoint (same inode, new size): counted from the start, not trusted.
+    let rewritten = grown.replacen("message 1", "edited message 1", 1);
+    let rewritten: String = rewritten.split_inclusive('\n').take(3).collect();
+    std::fs::write(&l.transcript, &rewritten).unwrap();
+    set_age(&l.transcript, HOURS_2);
+    let s = sessions(&l);
+    assert_eq!(sorted(&s), want(3, 2), "{s}");
+    assert_eq!(s["stats"]["turnsReadWhole"], 1, "{s}");
+
+    // Replaced by a new file (new inode) that holds more: counted from the start.
+    let tmp = l.transcript.with_extension("tmp");
+    std::fs::write(&tmp, l.lines(0..5)).unwrap();
+    std::fs::rename(&tmp, &l.transcript).unwrap();
+    set_age(&l.transcript, HOURS_2);
+    let s = sessions(&l);
+    assert_eq!(sorted(&s), want(5, 2), "{s}");
+    assert_eq!(s["stats"]["turnsReadWhole"], 1, "{s}");
+
+    // A corrupt or deleted index changes no count.
+    std::fs::write(
+        &index,
+        "{\"almanacTurnIndex\":1,\"fingerprint\":\"x\"}\nnot json\n",
+    )
+    .unwrap();
+    assert_eq!(sorted(&sessions(&l)), want(5, 2));
+    std::fs::remove_file(&index).unwrap();
+    let s = sessions(&l);
+    assert_eq!(sorted(&s), want(5, 2));
+    assert_eq!(s["stats"]["turnsReadWhole"], 2, "{s}");
+}

@@ -1,0 +1,210 @@
+//! The turn index, `$ALMANAC_HOME/state/turn-index.jsonl`: per transcript, where its user turns were
+//! last counted (byte offset and line of the last complete line read), the counts and the state a
+//! later read needs to go on from there (`turns::Checkpoint`). Keyed like the discovery cache by
+//! (device, inode) and path, and written with the rule files' fingerprint:
+//!
+//! - size, mtime, inode and path unchanged: the counts are taken as they are, no byte is read;
+//! - the file grew (same inode and path) and the 4 KiB before the checkpoint hash as they did: only
+//!   what follows the checkpoint is read;
+//! - anything else (replaced, rewritten, rules changed, entry missing or unreadable): counted again from
+//!   the start.
+//!
+//! It is only a cache: deleting it or finding it corrupt changes no count, only how much is read. Lines
+//! it cannot parse are skipped. Transcripts are append-only, so the tail check is what stands between a
+//! rewrite and a stale count; a rewrite that keeps the size, mtime and inode is not noticed (as by the
+//! discovery cache).
+
+use super::FoundFile;
+use crate::rules::RuleSet;
+use crate::turns::{self, Checkpoint};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+const FORMAT: u32 = 1;
+/// How many bytes before a checkpoint are compared before a read goes on from it.
+const TAIL_BYTES: u64 = 4096;
+
+pub fn path(almanac_home: &Path) -> PathBuf {
+    almanac_home.join("state").join("turn-index.jsonl")
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    almanac_turn_index: u32,
+    fingerprint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexEntry {
+    dev: u64,
+    ino: u64,
+    path_hash: u64,
+    app: String,
+    size: u64,
+    mtime_ns: i128,
+    /// `sha256` (hex) of the up to 4 KiB before `checkpoint.offset`.
+    tail: String,
+    checkpoint: Checkpoint,
+}
+
+impl IndexEntry {
+    pub fn user_turns(&self) -> u64 {
+        self.checkpoint.user_turns
+    }
+}
+
+#[derive(Default)]
+pub struct TurnIndex {
+    entries: HashMap<(u64, u64), IndexEntry>,
+}
+
+/// How one transcript's count was had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Unchanged since the index counted it: nothing read.
+    Unchanged,
+    /// Grown: read from the checkpoint on.
+    Resumed,
+    /// Read from the start.
+    Whole,
+}
+
+impl TurnIndex {
+    /// The index written with the same rule `fingerprint`; anything else is an empty index.
+    pub fn load(file: &Path, fingerprint: &str) -> TurnIndex {
+        let mut index = TurnIndex::default();
+        let Ok(f) = std::fs::File::open(file) else {
+            return index;
+        };
+        let mut lines = io::BufRead::lines(io::BufReader::new(f)).map_while(Result::ok);
+        let header = lines
+            .next()
+            .and_then(|l| serde_json::from_str::<Header>(&l).ok());
+        if !header.is_some_and(|h| h.almanac_turn_index == FORMAT && h.fingerprint == fingerprint) {
+            return index;
+        }
+        for line in lines {
+            if let Ok(e) = serde_json::from_str::<IndexEntry>(&line) {
+                index.entries.insert((e.dev, e.ino), e);
+            }
+        }
+        index
+    }
+
+    /// The user turns of `file`, from the index where it can be trusted, else counted (going on from
+    /// its checkpoint when the file only grew); the entry to remember, how it was had and the bytes read.
+    pub fn count(
+        &self,
+        rule: &RuleSet,
+        file: &FoundFile,
+    ) -> io::Result<Option<(IndexEntry, Counted, u64)>> {
+        let Some(turn_rules) = &rule.turns else {
+            return Ok(None);
+        };
+        let stamp = file.stamp();
+        let path_hash = super::cache::path_hash(&file.path);
+        let prior = self
+            .entries
+            .get(&(stamp.dev, stamp.ino))
+            .filter(|e| e.path_hash == path_hash && *e.app == *file.app);
+        if let Some(e) = prior.filter(|e| e.size == stamp.size && e.mtime_ns == stamp.mtime_ns) {
+            return Ok(Some((e.clone(), Counted::Unchanged, 0)));
+        }
+        let mut f = super::open_transcript(&file.path)?;
+        let mut bytes_read = 0;
+        let mut resume = None;
+        if let Some(e) = prior.filter(|e| e.checkpoint.offset <= stamp.size) {
+            let (tail, n) = tail_hash(&mut f, e.checkpoint.offset)?;
+            bytes_read += n;
+            if tail.as_deref() == Some(e.tail.as_str()) {
+                resume = Some(e.checkpoint.clone());
+            }
+        }
+        let how = match resume {
+            Some(_) => Counted::Resumed,
+            None => Counted::Whole,
+        };
+        let (from, first_line) = resume.as_ref().map_or((0, 1), |c| (c.offset, c.line + 1));
+        f.seek(SeekFrom::Start(from))?;
+        let opts = turns::Options {
+            resume,
+            ..turns::Options::default()
+        };
+        // Only up to the size the walk saw: the count and the stamp describe the same bytes.
+        let part = (&mut f).take(stamp.size - from);
+        let t = turns::extract(rule, turn_rules, part, first_line, 0, &opts)?;
+        bytes_read += t.bytes_read;
+        let (tail, n) = tail_hash(&mut f, t.checkpoint.offset)?;
+        bytes_read += n;
+        let entry = IndexEntry {
+            dev: stamp.dev,
+            ino: stamp.ino,
+            path_hash,
+            app: file.app.to_string(),
+            size: stamp.size,
+            mtime_ns: stamp.mtime_ns,
+            // A file cut short under the reader gets no tail: the next read starts over.
+            tail: tail.unwrap_or_default(),
+            checkpoint: t.checkpoint,
+        };
+        Ok(Some((entry, how, bytes_read)))
+    }
+
+    /// Remembers the entries counted now; with `forget_unseen` (every store was listed) the files not
+    /// among them are forgotten too. Whether anything changed (the index must be written).
+    pub fn update(&mut self, counted: Vec<IndexEntry>, forget_unseen: bool) -> bool {
+        let mut changed = false;
+        let mut seen = std::collections::HashSet::new();
+        for e in counted {
+            let k = (e.dev, e.ino);
+            seen.insert(k);
+            if self.entries.get(&k) != Some(&e) {
+                self.entries.insert(k, e);
+                changed = true;
+            }
+        }
+        if forget_unseen {
+            let before = self.entries.len();
+            self.entries.retain(|k, _| seen.contains(k));
+            changed |= self.entries.len() != before;
+        }
+        changed
+    }
+
+    /// Writes the index, replacing the file. Failure is not an error: the next reader reads more.
+    pub fn save(&self, file: &Path, fingerprint: &str) {
+        let _ = crate::util::atomic::write_atomic_with(file, |w| {
+            let header = Header {
+                almanac_turn_index: FORMAT,
+                fingerprint: fingerprint.to_string(),
+            };
+            serde_json::to_writer(&mut *w, &header)?;
+            w.write_all(b"\n")?;
+            for e in self.entries.values() {
+                serde_json::to_writer(&mut *w, e)?;
+                w.write_all(b"\n")?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `sha256` (hex) of the up to `TAIL_BYTES` before `offset` (None when the file is shorter), and the
+/// bytes read.
+fn tail_hash(f: &mut std::fs::File, offset: u64) -> io::Result<(Option<String>, u64)> {
+    let start = offset.saturating_sub(TAIL_BYTES);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity((offset - start) as usize);
+    f.take(offset - start).read_to_end(&mut buf)?;
+    let n = buf.len() as u64;
+    let whole = n == offset - start;
+    Ok((
+        whole.then(|| crate::util::ids::hex(&Sha256::digest(&buf))),
+        n,
+    ))
+}

@@ -133,6 +133,7 @@ impl TurnIndex {
         f.seek(SeekFrom::Start(from))?;
         let opts = turns::Options {
             resume,
+            keep: turns::Keep::Counts,
             ..turns::Options::default()
         };
         // Only up to the size the walk saw: the count and the stamp describe the same bytes.

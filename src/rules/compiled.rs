@@ -208,8 +208,8 @@ pub struct RecordTest {
 pub struct JsonPath {
     pub text: String,
     query: JpQuery,
-    /// The member names of a path made only of them (`$.a.b`): selected by walking, the common case.
-    names: Option<Vec<String>>,
+    /// The direct form of the path, when it has one (`rules::fastpath`): the common case.
+    fast: Option<super::fastpath::FastPath>,
 }
 
 impl JsonPath {
@@ -219,19 +219,10 @@ impl JsonPath {
             let first = msg.lines().next().unwrap_or("").trim().to_string();
             format!("invalid JSONPath \"{text}\": {first}")
         })?;
-        use jsonpath_rust::parser::model::{Segment, Selector};
-        let names = query
-            .segments
-            .iter()
-            .map(|s| match s {
-                Segment::Selector(Selector::Name(n)) => Some(n.clone()),
-                _ => None,
-            })
-            .collect();
         Ok(JsonPath {
             text: text.to_string(),
+            fast: super::fastpath::FastPath::of(&query),
             query,
-            names,
         })
     }
 
@@ -241,15 +232,8 @@ impl JsonPath {
 
     /// Every node the path selects in `record`.
     pub fn select<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
-        if let Some(names) = &self.names {
-            let mut v = record;
-            for n in names {
-                match v.get(n.as_str()) {
-                    Some(next) => v = next,
-                    None => return Vec::new(),
-                }
-            }
-            return vec![v];
+        if let Some(f) = &self.fast {
+            return f.select(record);
         }
         match jsonpath_rust::query::js_path_process(&self.query, record) {
             Ok(refs) => refs.into_iter().map(|r| r.val()).collect(),
@@ -441,7 +425,7 @@ mod tests {
         ];
         for text in ["$", "$.a", "$.a.b", "$.a.b.c", "$['a']['b']", "$.x"] {
             let p = JsonPath::parse(text).unwrap();
-            assert!(p.names.is_some(), "{text}");
+            assert!(p.fast.as_ref().is_some_and(|f| f.is_names()), "{text}");
             for r in records {
                 let v: Value = serde_json::from_str(r).unwrap();
                 let general: Vec<&Value> = jsonpath_rust::query::js_path_process(&p.query, &v)
@@ -452,6 +436,6 @@ mod tests {
                 assert_eq!(p.select(&v), general, "{text} on {r}");
             }
         }
-        assert!(JsonPath::parse("$.a[0]").unwrap().names.is_none());
+        assert!(!JsonPath::parse("$.a[0]").unwrap().fast.unwrap().is_names());
     }
 }

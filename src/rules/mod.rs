@@ -3,6 +3,7 @@
 
 mod compile;
 pub mod compiled;
+mod fastpath;
 pub mod needs;
 pub mod raw;
 

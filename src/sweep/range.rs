@@ -282,6 +282,7 @@ fn span_turns(
     let part = f.take(to - from);
     let opts = crate::turns::Options {
         stop_after_turns: first_only.then_some(1),
+        keep: crate::turns::Keep::Summary,
         ..crate::turns::Options::default()
     };
     let t = crate::turns::extract(rule, turn_rules, part, lines_before + 1, 0, &opts)

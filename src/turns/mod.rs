@@ -60,6 +60,19 @@ pub struct Options {
     /// Stop reading once this many turns (with a prompt, assistant text or a tool) are seen: the
     /// no-new-content check only needs to know whether there is one.
     pub stop_after_turns: Option<u64>,
+    /// Which turn records to keep (the counts and tool names are the same whatever is kept).
+    pub keep: Keep,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Keep {
+    /// The latest `max_turns`, behind an overflow marker (`capture turns`).
+    #[default]
+    All,
+    /// The first and the last turn with a prompt, without assistant text: what `summarize` reads.
+    Summary,
+    /// None: only the counts (the turn index).
+    Counts,
 }
 
 impl Default for Options {
@@ -70,6 +83,7 @@ impl Default for Options {
             user_max: USER_MAX_BYTES,
             assistant_max: ASSISTANT_MAX_BYTES,
             stop_after_turns: None,
+            keep: Keep::All,
         }
     }
 }
@@ -282,7 +296,12 @@ impl<'a> Builder<'a> {
 
     fn assistant(&mut self, line: u64, ts: &Option<String>, group: Option<String>, text: String) {
         let max = self.opts.assistant_max;
+        let keep_text = self.opts.keep == Keep::All;
         let c = self.current(line, ts);
+        if !keep_text {
+            c.answered = true;
+            return;
+        }
         // Cut already: nothing more is taken, repeated or not.
         if c.rec.truncated.contains(&"assistant") {
             return;
@@ -320,6 +339,20 @@ impl<'a> Builder<'a> {
         };
         if !c.assistant.is_empty() {
             c.rec.assistant = Some(std::mem::take(&mut c.assistant));
+        }
+        match self.opts.keep {
+            Keep::All => {}
+            Keep::Counts => return,
+            Keep::Summary => {
+                // The first and the latest with a prompt.
+                if c.rec.user.is_some() {
+                    if self.turns.len() == 2 {
+                        self.turns.pop();
+                    }
+                    self.turns.push(c.rec);
+                }
+                return;
+            }
         }
         if self.turns.len() >= self.opts.max_turns {
             let n = DROP_OLDEST_ON_OVERFLOW.min(self.turns.len()).max(1);
@@ -647,6 +680,37 @@ mod tests {
                 let want = (whole.user_turns, whole.total_turns, whole.checkpoint.offset);
                 assert_eq!(got, want, "{} cut after line {}", f.display(), n + 1);
             }
+        }
+    }
+
+    /// Keeping fewer records changes no count, no tool and (below the 500-turn bound) no summary.
+    #[test]
+    fn summary_and_counts_reads_agree_with_a_full_read_on_every_fixture() {
+        let catalog = crate::rules::load(&[]).unwrap();
+        for (f, i) in crate::util::testing::fixture_transcripts(&catalog) {
+            let rule = &catalog.sets[i];
+            let turns = rule.turns.as_ref().unwrap();
+            let bytes = std::fs::read(&f).unwrap();
+            let read = |keep: Keep| {
+                let opts = Options {
+                    keep,
+                    ..Options::default()
+                };
+                extract(rule, turns, &bytes[..], 1, 0, &opts).unwrap()
+            };
+            let all = read(Keep::All);
+            let key = |t: &Turns| {
+                let s = summarize(t);
+                (s.user_turns, s.turns, s.first_user, s.last_user, s.tools)
+            };
+            assert!(all.records.len() < MAX_TURNS);
+            let summary = read(Keep::Summary);
+            assert!(summary.records.len() <= 2);
+            assert_eq!(key(&summary), key(&all), "{}", f.display());
+            assert_eq!(summary.checkpoint, all.checkpoint, "{}", f.display());
+            let counts = read(Keep::Counts);
+            assert!(counts.records.is_empty());
+            assert_eq!(counts.checkpoint, all.checkpoint, "{}", f.display());
         }
     }
 }

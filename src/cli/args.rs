@@ -180,7 +180,8 @@ pub(super) struct SweepArgs {
     /// Report what would be captured; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Apps to sweep, comma-separated (default: [automation.capture] apps, else every loaded rule set).
+    /// Apps to sweep, comma-separated (default: [automation.capture] apps, else the rule sets enabled
+    /// by default: claude, codex and any of your own).
     #[arg(long, value_name = "LIST")]
     pub apps: Option<String>,
     /// Quiet window: skip transcripts modified more recently than this (e.g. 45m, 0m).

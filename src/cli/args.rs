@@ -76,6 +76,10 @@ pub(super) enum AutomationCommand {
         /// Quiet window the sweeps use (default 45m, or the configured value).
         #[arg(long, value_name = "DURATION")]
         quiet: Option<String>,
+        /// Apps the sweeps cover, comma-separated; written to [automation.capture] apps (default: the
+        /// configured apps, else the rule sets enabled by default).
+        #[arg(long, value_name = "LIST")]
+        apps: Option<String>,
         #[command(flatten)]
         job: automation_cmds::JobArgs,
         #[arg(long)]

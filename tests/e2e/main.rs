@@ -4,6 +4,7 @@
 mod agent_env;
 mod agent_process;
 mod agents_real;
+mod apps_off;
 mod automation;
 mod budget;
 mod capture_now;

@@ -182,3 +182,29 @@ fn automation_install_apps_writes_the_list_to_config() {
     let after = std::fs::read_to_string(s.w.almanac_home().join("config.toml")).unwrap();
     assert_eq!(after, config);
 }
+
+#[test]
+fn capture_now_takes_the_latest_session_of_an_enabled_app_only() {
+    let w = World::new();
+    let repo = w.repo("proj/app");
+    pi_session(&w, &repo);
+    // The repo's only session is pi's, and pi is off: `capture now` finds nothing to capture.
+    let out = w
+        .almanac()
+        .current_dir(&repo)
+        .args(["capture", "now", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("root sessions of claude, codex"), "{all}");
+}

@@ -208,3 +208,50 @@ fn capture_now_takes_the_latest_session_of_an_enabled_app_only() {
     );
     assert!(all.contains("root sessions of claude, codex"), "{all}");
 }
+
+#[test]
+fn store_roots_follow_each_apps_own_home_variable() {
+    let w = World::new();
+    let d = |rel: &str| w.root().join(rel).display().to_string();
+    let roots = |var: &str, value: &str, id: &str| -> Vec<String> {
+        let v = json_ok(
+            w.almanac()
+                .env(var, value)
+                .args(["rules", "list", "--json"]),
+        );
+        rule_set(&v, id)["stores"][0]["roots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let home = |rel: &str| w.home().join(rel).display().to_string();
+    assert_eq!(
+        roots("COPILOT_HOME", &d("cp"), "copilot"),
+        [d("cp/session-state")]
+    );
+    assert_eq!(roots("QWEN_HOME", &d("qw"), "qwen"), [d("qw/projects")]);
+    assert_eq!(
+        roots("PI_CODING_AGENT_DIR", &d("pa"), "pi"),
+        [d("pa/sessions")]
+    );
+    // pi's session-directory variable names the directory itself; the agent dir's default stays.
+    assert_eq!(
+        roots("PI_CODING_AGENT_SESSION_DIR", &d("ps"), "pi"),
+        [d("ps"), home(".pi/agent/sessions")]
+    );
+    assert_eq!(
+        roots("FACTORY_HOME_OVERRIDE", &d("fh"), "droid"),
+        [d("fh/.factory/sessions")]
+    );
+    // Unset: the defaults under HOME.
+    assert_eq!(
+        roots("UNRELATED", "x", "droid"),
+        [home(".factory/sessions")]
+    );
+    assert_eq!(
+        roots("UNRELATED", "x", "copilot"),
+        [home(".copilot/session-state")]
+    );
+}

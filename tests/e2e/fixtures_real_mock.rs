@@ -325,3 +325,62 @@ fn a_dry_run_sweep_maps_every_real_mock_session_to_the_repo() {
     assert_eq!(s["counts"]["subagent"], 2, "{s}");
     assert_eq!(started.len(), manifest().len(), "{s}");
 }
+
+/// `rules explain` on each GitHub Copilot CLI, Qwen Code, pi and Factory Droid fixture, installed in the
+/// stores those CLIs use (no `--app`: the file's place picks the rule set): the CLI's own session id and
+/// cwd, the repo, and which file is a subagent.
+#[test]
+fn rules_explain_reads_each_chat_client_fixture_as_its_cli_wrote_it() {
+    let w = World::new();
+    let repo = w.repo("proj/app");
+    install(&w, &repo);
+    let home_of = |app: &str| match app {
+        "copilot" => ".copilot",
+        "qwen" => ".qwen",
+        "pi" => ".pi/agent",
+        _ => ".factory",
+    };
+    let installed = |app: &str, rel: &str| {
+        let under = rel.split_once('/').unwrap().1;
+        w.home().join(home_of(app)).join(under)
+    };
+    let explain = |p: &Path| json_ok(w.almanac().args(["rules", "explain", "--json"]).arg(p));
+    let chat: Vec<Value> = manifest()
+        .into_iter()
+        .filter(|m| !["claude", "codex"].contains(&m["app"].as_str().unwrap()))
+        .collect();
+    assert_eq!(chat.len(), 4);
+    for m in chat {
+        let app = m["app"].as_str().unwrap();
+        let ex = explain(&installed(app, m["file"].as_str().unwrap()));
+        assert_eq!(ex["app"], app, "{ex}");
+        assert_eq!(ex["sessionId"], m["sessionId"], "{ex}");
+        assert_eq!(ex["cwd"], repo.display().to_string(), "{ex}");
+        assert_eq!(ex["repoRoot"], repo.display().to_string(), "{ex}");
+        assert!(ex["subagent"].is_null(), "{ex}");
+        // `capture turns`: the one typed prompt, with the tool the mock called in it.
+        let file = installed(app, m["file"].as_str().unwrap());
+        let t = json_ok(w.almanac().args(["capture", "turns", "--json"]).arg(&file));
+        let records = t["records"].as_array().unwrap();
+        assert_eq!(records.len(), 1, "{t}");
+        assert_eq!(records[0]["user"], m["prompts"][0], "{t}");
+        let tools: Vec<&str> = records[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect();
+        let read = ["view", "read_file", "read", "Read"];
+        assert!(tools.iter().any(|x| read.contains(x)), "{t}");
+        assert!(
+            !records[0]["assistant"].as_str().unwrap_or("").is_empty(),
+            "{t}"
+        );
+        if let Some(sub) = m["subagentFile"].as_str() {
+            let ex = explain(&installed(app, sub));
+            assert!(ex["subagent"].is_object(), "{ex}");
+            // Qwen's subagent carries its parent's session id.
+            assert_eq!(ex["sessionId"], m["sessionId"], "{ex}");
+        }
+    }
+}

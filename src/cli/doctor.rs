@@ -214,7 +214,7 @@ fn store_checks(cx: &Context, config: &Config, catalog: &Catalog) -> Vec<Check> 
             Status::Warn,
             &format!("{} stores", idle.rule.id),
             format!(
-                "{} keeps transcripts in {}, but {} is not enabled: its sessions are not captured",
+                "{}'s store exists here ({}), but {} is not enabled: its sessions are not captured",
                 idle.rule.name,
                 roots.join(", "),
                 idle.rule.id

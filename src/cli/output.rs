@@ -215,7 +215,7 @@ fn rules_list_human(
         out.line(&format!("{} ({}) from {}{state}", s.id, s.name, s.origin));
         if let Some(h) = hint(&s.id) {
             out.line(&format!(
-                "  transcripts found here, but {} is not enabled: {h}",
+                "  its store exists here, but {} is not enabled: {h}",
                 s.name
             ));
         }

@@ -117,7 +117,7 @@ fn doctor_and_rules_list_say_how_to_enable_an_app_whose_store_exists() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("pi (pi) from rules/pi.yaml (built in) [off]")
-            && text.contains("transcripts found here, but pi is not enabled"),
+            && text.contains("its store exists here, but pi is not enabled"),
         "{text}"
     );
 }

@@ -212,6 +212,11 @@ impl Chat {
             Chat::Qwen => {
                 add("OPENAI_API_KEY", "sk-dummy-for-tests");
                 add("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1");
+                // Otherwise it sends usage statistics to a host of its own (strace showed its DNS
+                // lookups): the tests talk to 127.0.0.1 only.
+                let settings = json!({"privacy": {"usageStatisticsEnabled": false},
+                    "telemetry": {"enabled": false}});
+                write_config(&home.join(".qwen/settings.json"), &settings);
             }
             Chat::Pi => {
                 add("PI_OFFLINE", "1");
@@ -223,6 +228,30 @@ impl Chat {
             }
             Chat::Droid => {
                 add("FACTORY_API_KEY", "fk-dummy-for-tests");
+                // Droid also calls Factory's own hosts (cloud sync, telemetry): point each at a closed
+                // loopback port, and any other request through a proxy there, so nothing leaves
+                // 127.0.0.1 (checked with strace: no DNS lookups).
+                let closed = "http://127.0.0.1:9";
+                for var in [
+                    "FACTORY_API_BASE_URL",
+                    "FACTORY_API_BASE_URL_EU",
+                    "FACTORY_APP_BASE_URL",
+                    "FACTORY_TELEMETRY_INGEST_BASE_URL",
+                    "FACTORY_RELAY_BASE_URL",
+                    "FACTORY_WORKOS_BASE_URL",
+                    "FACTORY_ORG_MANAGED_SETTINGS_URL",
+                    "FACTORY_PUBLIC_DOWNLOADS_BASE_URL",
+                    "OTEL_PRODUCT_ENDPOINT",
+                    "OTEL_CUSTOMER_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "HTTPS_PROXY",
+                    "HTTP_PROXY",
+                ] {
+                    add(var, closed);
+                }
+                add("NO_PROXY", "127.0.0.1,localhost");
+                add("FACTORY_OTEL_ENABLED", "false");
+                add("OTEL_SDK_DISABLED", "true");
                 // An OpenAI-looking model name on the chat-completions provider: droid 0.225 then writes
                 // a configuration warning into the transcript as a user message (not a prompt).
                 let settings = json!({"customModels": [{"model": "gpt-4.1", "displayName": "Mock",

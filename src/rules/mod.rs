@@ -75,11 +75,11 @@ impl Catalog {
 
     /// The apps a sweep covers when no app list is given: every set but those shipped off
     /// (`enabled_by_default: false`), in load order.
-    pub fn default_ids(&self) -> Vec<&str> {
+    pub fn default_ids(&self) -> Vec<String> {
         self.sets
             .iter()
             .filter(|s| s.enabled_by_default)
-            .map(|s| s.id.as_str())
+            .map(|s| s.id.clone())
             .collect()
     }
 }

@@ -23,13 +23,7 @@ pub fn settings(now: DateTime<Utc>, config: &Config, quiet_flag: Option<Duration
 /// The apps config names (`[automation.capture] apps`), else every rule set enabled by default;
 /// unchecked.
 pub fn configured_apps(config: &Config, catalog: &Catalog) -> Vec<String> {
-    config.apps.clone().unwrap_or_else(|| {
-        catalog
-            .default_ids()
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    })
+    config.apps.clone().unwrap_or_else(|| catalog.default_ids())
 }
 
 /// Why an app selection is refused.
@@ -82,11 +76,7 @@ pub fn select_apps(
         return Ok(apps);
     }
     let Some(list) = &config.apps else {
-        return Ok(catalog
-            .default_ids()
-            .iter()
-            .map(|s| s.to_string())
-            .collect());
+        return Ok(catalog.default_ids());
     };
     for a in list {
         if !known.contains(&a.as_str()) {

@@ -76,6 +76,10 @@ pub(super) enum AutomationCommand {
         /// Quiet window the sweeps use (default 45m, or the configured value).
         #[arg(long, value_name = "DURATION")]
         quiet: Option<String>,
+        /// Apps the sweeps cover, comma-separated; written to [automation.capture] apps (default: the
+        /// configured apps, else the rule sets enabled by default).
+        #[arg(long, value_name = "LIST")]
+        apps: Option<String>,
         #[command(flatten)]
         job: automation_cmds::JobArgs,
         #[arg(long)]
@@ -180,7 +184,8 @@ pub(super) struct SweepArgs {
     /// Report what would be captured; write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Apps to sweep, comma-separated (default: [automation.capture] apps, else every loaded rule set).
+    /// Apps to sweep, comma-separated (default: [automation.capture] apps, else the rule sets enabled
+    /// by default: claude, codex and any of your own).
     #[arg(long, value_name = "LIST")]
     pub apps: Option<String>,
     /// Quiet window: skip transcripts modified more recently than this (e.g. 45m, 0m).

@@ -35,6 +35,8 @@ pub struct JobArgs {
 pub struct InstallArgs {
     pub every: Option<String>,
     pub quiet: Option<String>,
+    /// `--apps a,b`: the apps to write to `[automation.capture] apps`.
+    pub apps: Option<String>,
     pub job: JobArgs,
 }
 
@@ -76,7 +78,10 @@ pub fn install(
             .map_err(Failure::Usage)?;
     let every = every_flag.or(config.every).unwrap_or(DEFAULT_EVERY);
     let quiet = quiet_flag.or(config.quiet).unwrap_or(DEFAULT_QUIET);
-    let apps = setup::configured_apps(&config, &catalog);
+    let apps = match a.apps.as_deref() {
+        Some(raw) => super::select_apps(Some(raw), &config, &catalog)?,
+        None => setup::configured_apps(&config, &catalog),
+    };
     // Config first: capture_since must exist before the scheduler's first (RunAtLoad) sweep.
     let settings = AutomationSettings {
         enabled: true,
@@ -410,6 +415,7 @@ pub fn setup(
                     InstallArgs {
                         every: Some(every),
                         quiet: None,
+                        apps: None,
                         job: a.job.clone(),
                     },
                     out,

@@ -79,7 +79,7 @@ pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i
     let config = config_check(cx, &mut checks);
     let catalog = rules_check(cx, rules_dir, &mut checks);
     if let (Some(config), Some(catalog)) = (&config, &catalog) {
-        checks.extend(store_checks(cx, catalog));
+        checks.extend(store_checks(cx, config, catalog));
         let summary = dry_sweep(cx, config, catalog);
         let repos = repos_of(&summary);
         checks.push(repos_check(&repos));
@@ -176,10 +176,12 @@ fn rules_check(cx: &Context, rules_dir: Option<&Path>, checks: &mut Vec<Check>) 
     }
 }
 
-/// Each rule set's stores, with how many transcripts they hold.
-fn store_checks(cx: &Context, catalog: &Catalog) -> Vec<Check> {
+/// The stores of each app the sweeps cover, with how many transcripts they hold; then each app they
+/// leave out that has transcripts on this machine, with the command that enables it.
+fn store_checks(cx: &Context, config: &Config, catalog: &Catalog) -> Vec<Check> {
     let mut checks = Vec::new();
-    for rule in &catalog.sets {
+    let enabled = crate::sweep::setup::configured_apps(config, catalog);
+    for rule in catalog.sets.iter().filter(|s| enabled.contains(&s.id)) {
         let mut found = Vec::new();
         for store in &rule.stores {
             for root in resolve_roots(store, cx).into_iter().filter(|r| r.exists) {
@@ -205,6 +207,20 @@ fn store_checks(cx: &Context, catalog: &Catalog) -> Vec<Check> {
                 None,
             )
         });
+    }
+    for idle in discover::idle_apps(catalog, cx, &enabled) {
+        let roots: Vec<String> = idle.roots.iter().map(|r| r.display().to_string()).collect();
+        checks.push(check(
+            Status::Warn,
+            &format!("{} stores", idle.rule.id),
+            format!(
+                "{}'s store exists here ({}), but {} is not enabled: its sessions are not captured",
+                idle.rule.name,
+                roots.join(", "),
+                idle.rule.id
+            ),
+            Some(super::output::enable_hint(cx, &enabled, &idle.rule.id)),
+        ));
     }
     checks
 }

@@ -210,7 +210,10 @@ fn rules_command(
     match command {
         RulesCommand::List { .. } => {
             let catalog = load_catalog(cx, rules_dir)?;
-            output::rules_list(&catalog, cx, out);
+            // A config that does not read leaves the defaults (doctor and sweeps report the config).
+            let config = config::load(&cx.config_path()).unwrap_or_default();
+            let enabled = setup::configured_apps(&config, &catalog);
+            output::rules_list(&catalog, cx, &enabled, out);
             Ok(EXIT_OK)
         }
         RulesCommand::Validate { files, .. } => {
@@ -239,9 +242,18 @@ fn automation_command(
 ) -> Result<i32, Failure> {
     match command {
         AutomationCommand::Install {
-            every, quiet, job, ..
+            every,
+            quiet,
+            apps,
+            job,
+            ..
         } => {
-            let args = automation_cmds::InstallArgs { every, quiet, job };
+            let args = automation_cmds::InstallArgs {
+                every,
+                quiet,
+                apps,
+                job,
+            };
             automation_cmds::install(cx, rules_dir, args, out)
         }
         AutomationCommand::Status { check, .. } => {
@@ -289,8 +301,9 @@ fn duration_flag(name: &str, v: Option<&str>) -> Result<Option<Duration>, Failur
         .transpose()
 }
 
-/// `--apps a,b`, else the configured apps, else every rule set (see `sweep::setup::select_apps`).
-fn select_apps(
+/// `--apps a,b`, else the configured apps, else every rule set enabled by default (see
+/// `sweep::setup::select_apps`).
+pub(super) fn select_apps(
     raw: Option<&str>,
     config: &config::Config,
     catalog: &Catalog,

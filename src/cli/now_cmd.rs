@@ -31,6 +31,11 @@ pub(super) fn now_command(
             )));
         }
         Some(a) => vec![a.clone()],
+        // The repo's latest session is one of the apps the sweeps cover (a shipped set that is off
+        // stays off); a named transcript or session id may be of any app.
+        None if args.transcript.is_none() && args.session.is_none() => {
+            setup::configured_apps(&config, &catalog)
+        }
         None => catalog.sets.iter().map(|r| r.id.clone()).collect(),
     };
     let agent = args.agent.unwrap_or_else(|| config.capture.agent.clone());

@@ -130,14 +130,44 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
     }
 }
 
-pub fn rules_list(catalog: &Catalog, cx: &Context, out: &mut Out) {
+/// How to turn on `id`, an app the sweeps leave out (`enabled` is what they cover now): the command
+/// that writes `[automation.capture] apps`, the config line itself, and a one-off sweep.
+pub fn enable_hint(cx: &Context, enabled: &[String], id: &str) -> String {
+    let mut apps = enabled.to_vec();
+    apps.push(id.to_string());
+    let quoted: Vec<String> = apps.iter().map(|a| format!("\"{a}\"")).collect();
+    format!(
+        "`almanac automation install --apps {}`, or `apps = [{}]` under [automation.capture] in {}; one sweep: `almanac capture sweep --apps {id}`",
+        apps.join(","),
+        quoted.join(", "),
+        cx.config_path().display()
+    )
+}
+
+/// `rules list`: every rule set, whether the sweeps cover it (`enabled`), and for one that is off but
+/// has transcripts on this machine, how to turn it on.
+pub fn rules_list(catalog: &Catalog, cx: &Context, enabled: &[String], out: &mut Out) {
+    let idle: Vec<String> = crate::discover::idle_apps(catalog, cx, enabled)
+        .iter()
+        .map(|i| i.rule.id.clone())
+        .collect();
+    let hint = |id: &str| {
+        idle.iter()
+            .any(|i| i == id)
+            .then(|| enable_hint(cx, enabled, id))
+    };
     out.emit(
-        || rules_list_json(catalog, cx),
-        |out| rules_list_human(catalog, cx, out),
+        || rules_list_json(catalog, cx, enabled, &hint),
+        |out| rules_list_human(catalog, cx, enabled, &hint, out),
     );
 }
 
-fn rules_list_json(catalog: &Catalog, cx: &Context) -> serde_json::Value {
+fn rules_list_json(
+    catalog: &Catalog,
+    cx: &Context,
+    enabled: &[String],
+    hint: &dyn Fn(&str) -> Option<String>,
+) -> serde_json::Value {
     let sets: Vec<_> = catalog
         .sets
         .iter()
@@ -154,13 +184,18 @@ fn rules_list_json(catalog: &Catalog, cx: &Context) -> serde_json::Value {
                     })
                 })
                 .collect();
-            serde_json::json!({
+            let mut set = serde_json::json!({
                 "id": s.id,
                 "name": s.name,
                 "source": s.origin.to_string(),
+                "enabled": enabled.contains(&s.id),
                 "fields": s.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
                 "stores": stores,
-            })
+            });
+            if let Some(h) = hint(&s.id) {
+                set["enableWith"] = serde_json::json!(h);
+            }
+            set
         })
         .collect();
     serde_json::json!({
@@ -173,9 +208,26 @@ fn rules_list_json(catalog: &Catalog, cx: &Context) -> serde_json::Value {
     })
 }
 
-fn rules_list_human(catalog: &Catalog, cx: &Context, out: &mut Out) {
+fn rules_list_human(
+    catalog: &Catalog,
+    cx: &Context,
+    enabled: &[String],
+    hint: &dyn Fn(&str) -> Option<String>,
+    out: &mut Out,
+) {
     for s in &catalog.sets {
-        out.line(&format!("{} ({}) from {}", s.id, s.name, s.origin));
+        let state = if enabled.contains(&s.id) {
+            ""
+        } else {
+            " [off]"
+        };
+        out.line(&format!("{} ({}) from {}{state}", s.id, s.name, s.origin));
+        if let Some(h) = hint(&s.id) {
+            out.line(&format!(
+                "  its store exists here, but {} is not enabled: {h}",
+                s.name
+            ));
+        }
         for st in &s.stores {
             out.line(&format!(
                 "  store {}: include {}",

@@ -78,6 +78,37 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
     out
 }
 
+/// A rule set this machine has transcripts for (a store root exists) that `enabled` (the apps a sweep
+/// covers) leaves out, with the roots that exist.
+pub struct IdleApp<'a> {
+    pub rule: &'a crate::rules::RuleSet,
+    pub roots: Vec<PathBuf>,
+}
+
+/// The rule sets not in `enabled` whose store roots exist here (`doctor` and `rules list` say how to
+/// enable them).
+pub fn idle_apps<'a>(
+    catalog: &'a crate::rules::Catalog,
+    cx: &Context,
+    enabled: &[String],
+) -> Vec<IdleApp<'a>> {
+    catalog
+        .sets
+        .iter()
+        .filter(|s| !enabled.contains(&s.id))
+        .filter_map(|rule| {
+            let roots: Vec<PathBuf> = rule
+                .stores
+                .iter()
+                .flat_map(|st| resolve_roots(st, cx))
+                .filter(|r| r.exists)
+                .map(|r| r.path)
+                .collect();
+            (!roots.is_empty()).then_some(IdleApp { rule, roots })
+        })
+        .collect()
+}
+
 /// A transcript file found in a store, before its head is read.
 #[derive(Debug, Clone)]
 pub struct FoundFile {

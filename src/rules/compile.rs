@@ -192,6 +192,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         name: raw.name.clone().unwrap_or_else(|| raw.id.clone()),
         id: raw.id,
         origin,
+        enabled_by_default: raw.enabled_by_default.unwrap_or(true),
         stores,
         head,
         fields,

@@ -30,6 +30,9 @@ pub struct RuleSet {
     pub id: String,
     pub name: String,
     pub origin: Origin,
+    /// Covered by a sweep given no app list (`--apps`, `[automation.capture] apps`); false for a
+    /// shipped set that is off until enabled.
+    pub enabled_by_default: bool,
     pub stores: Vec<Store>,
     pub head: HeadLimits,
     /// Fields in rule-file order; `session_id` and `cwd` are always present.

@@ -17,6 +17,13 @@ use std::sync::OnceLock;
 pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ("rules/claude.yaml", include_str!("../../rules/claude.yaml")),
     ("rules/codex.yaml", include_str!("../../rules/codex.yaml")),
+    (
+        "rules/copilot.yaml",
+        include_str!("../../rules/copilot.yaml"),
+    ),
+    ("rules/qwen.yaml", include_str!("../../rules/qwen.yaml")),
+    ("rules/pi.yaml", include_str!("../../rules/pi.yaml")),
+    ("rules/droid.yaml", include_str!("../../rules/droid.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -66,6 +73,16 @@ impl Catalog {
 
     pub fn ids(&self) -> Vec<&str> {
         self.sets.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    /// The apps a sweep covers when no app list is given: every set but those shipped off
+    /// (`enabled_by_default: false`), in load order.
+    pub fn default_ids(&self) -> Vec<String> {
+        self.sets
+            .iter()
+            .filter(|s| s.enabled_by_default)
+            .map(|s| s.id.clone())
+            .collect()
     }
 }
 
@@ -361,7 +378,12 @@ mod tests {
     #[test]
     fn builtins_compile() {
         let cat = load(&[]).expect("built-in rules load");
-        assert_eq!(cat.ids(), vec!["claude", "codex"]);
+        assert_eq!(
+            cat.ids(),
+            vec!["claude", "codex", "copilot", "qwen", "pi", "droid"]
+        );
+        // The design's first build covers Claude Code and Codex; the others ship off until enabled.
+        assert_eq!(cat.default_ids(), vec!["claude", "codex"]);
         assert!(cat.policy.checks.len() >= 4);
         // The shipped policy writes out the default quiet window the code falls back to.
         let quiet = cat.policy.checks.iter().find_map(|c| match &c.kind {
@@ -377,6 +399,7 @@ mod tests {
 id: sink
 name: Sink
 description: every key
+enabled_by_default: false
 stores:
   - name: s
     roots:

@@ -10,6 +10,8 @@ pub struct RawRuleSet {
     pub id: String,
     pub name: Option<String>,
     pub description: Option<String>,
+    /// Whether a sweep covers the app when no app list is given (default true).
+    pub enabled_by_default: Option<bool>,
     pub stores: Vec<RawStore>,
     #[serde(default)]
     pub head: RawHead,

@@ -20,12 +20,10 @@ pub fn settings(now: DateTime<Utc>, config: &Config, quiet_flag: Option<Duration
     }
 }
 
-/// The apps config names (`[automation.capture] apps`), else every loaded rule set; unchecked.
+/// The apps config names (`[automation.capture] apps`), else every rule set enabled by default;
+/// unchecked.
 pub fn configured_apps(config: &Config, catalog: &Catalog) -> Vec<String> {
-    config
-        .apps
-        .clone()
-        .unwrap_or_else(|| catalog.ids().iter().map(|s| s.to_string()).collect())
+    config.apps.clone().unwrap_or_else(|| catalog.default_ids())
 }
 
 /// Why an app selection is refused.
@@ -38,7 +36,7 @@ pub enum AppsError {
 }
 
 /// The apps a sweep covers: `--apps a,b` (trimmed, de-duplicated in order), else the configured apps,
-/// else every loaded rule set.
+/// else every rule set enabled by default.
 pub fn select_apps(
     raw: Option<&str>,
     config: &Config,
@@ -78,7 +76,7 @@ pub fn select_apps(
         return Ok(apps);
     }
     let Some(list) = &config.apps else {
-        return Ok(known.iter().map(|s| s.to_string()).collect());
+        return Ok(catalog.default_ids());
     };
     for a in list {
         if !known.contains(&a.as_str()) {

@@ -69,13 +69,32 @@ pub fn run_client_stdin(
     cwd: &Path,
     stdin: Option<&str>,
 ) -> Output {
+    run_program(
+        program,
+        args,
+        cwd,
+        &client_env(w, mock),
+        stdin,
+        Duration::from_secs(60),
+    )
+}
+
+/// Runs `program args` in `cwd` with exactly `env`, as a process group killed after `limit`.
+pub fn run_program(
+    program: &Path,
+    args: &[&str],
+    cwd: &Path,
+    env: &[(String, String)],
+    stdin: Option<&str>,
+    limit: Duration,
+) -> Output {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
         .env_clear()
-        .envs(client_env(w, mock))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -93,7 +112,7 @@ pub fn run_client_stdin(
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = done.clone();
     std::thread::spawn(move || {
-        while start.elapsed() < Duration::from_secs(60) {
+        while start.elapsed() < limit {
             if flag.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }

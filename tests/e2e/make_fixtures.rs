@@ -339,10 +339,14 @@ impl Gen {
 }
 
 /// Copies `from` to `to`, rewriting the scratch home to `/home/dev` in paths and contents.
-fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
+/// Copies every `.jsonl` under `from` to `to`, with the scratch home rewritten to `/home/dev` in text and
+/// in directory names: as Claude Code and Qwen Code encode a cwd (every non-alphanumeric -> `-`) and as
+/// pi and Factory Droid do (`/` -> `-`).
+pub fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
     let home_s = home.display().to_string();
     let slug = |p: &str| p.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
     let (home_slug, dev_slug) = (slug(&home_s), "-home-dev".to_string());
+    let dash_slug = home_s.replace('/', "-");
     let kernel = std::process::Command::new("uname")
         .arg("-r")
         .output()
@@ -357,7 +361,10 @@ fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
             continue;
         }
         let rel = e.path().strip_prefix(from).unwrap().display().to_string();
-        let dest = to.join(rel.replace(&home_slug, &dev_slug));
+        let dest = to.join(
+            rel.replace(&home_slug, &dev_slug)
+                .replace(&dash_slug, &dev_slug),
+        );
         let text = std::fs::read_to_string(e.path()).unwrap();
         let text = text
             .replace(&home_s, "/home/dev")
@@ -365,7 +372,7 @@ fn rewrite_tree(from: &Path, to: &Path, home: &Path) {
             .replace(&kernel, "6.0.0-fixture");
         let root = home.parent().unwrap().display().to_string();
         assert!(
-            !text.contains(&root),
+            !text.contains(&root) && !dest.display().to_string().contains(&root),
             "{} still names {root}",
             dest.display()
         );

@@ -6,6 +6,10 @@
 //!   false) and `POST /v1/messages/count_tokens`.
 //! - OpenAI Responses: `POST /v1/responses` (`response.created`, `response.output_item.added/done`,
 //!   `response.output_text.delta`, `response.completed`; a tool call is a `function_call` item).
+//! - OpenAI chat completions, for GitHub Copilot CLI, Qwen Code, pi and Factory Droid:
+//!   `POST /v1/chat/completions` (streamed `chat.completion.chunk`s with `delta.content` or
+//!   `delta.tool_calls`, a usage chunk, then `data: [DONE]`; one JSON `chat.completion` when `stream` is
+//!   false) and `GET /v1/models`.
 //!
 //! Replies are scripted: a queue of turns per server. Only requests that offer tools (the agent's main
 //! loop) take a turn from the queue; side requests (titles, quota checks) and requests after the queue
@@ -145,6 +149,16 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     };
     let mut out = stream;
     let p = req.path.split('?').next().unwrap_or("");
+    if req.method == "GET" && p.ends_with("/models") {
+        let list = json!({"object": "list", "data": [{"id": "gpt-4.1", "object": "model",
+            "created": 0, "owned_by": "mock"}]});
+        return respond(
+            &mut out,
+            200,
+            "application/json",
+            list.to_string().as_bytes(),
+        );
+    }
     if req.method != "POST" {
         return respond(&mut out, 404, "application/json", b"{}");
     }
@@ -179,6 +193,18 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     if p.ends_with("/v1/responses") {
         return sse(&mut out, &responses_events(&turn, n));
+    }
+    if p.ends_with("/chat/completions") {
+        if req.body["stream"] == true {
+            return data_only_sse(&mut out, &chat_chunks(&turn, n, &req.body["model"]));
+        }
+        let done = chat_completion(&turn, n, &req.body["model"]);
+        return respond(
+            &mut out,
+            200,
+            "application/json",
+            done.to_string().as_bytes(),
+        );
     }
     respond(&mut out, 404, "application/json", b"{}")
 }
@@ -316,4 +342,66 @@ fn responses_events(turn: &Turn, n: u64) -> Vec<Value> {
             "total_tokens": 15}}}),
     );
     events
+}
+
+/// Server-sent events without `event:` lines, ending `data: [DONE]` (the chat completions stream).
+fn data_only_sse(out: &mut TcpStream, events: &[Value]) -> std::io::Result<()> {
+    let mut text = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+    );
+    for e in events {
+        text.push_str(&format!("data: {e}\n\n"));
+    }
+    text.push_str("data: [DONE]\n\n");
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// The assistant message of a turn, chat-completions style, and its finish reason.
+fn chat_message(turn: &Turn, n: u64) -> (Value, &'static str) {
+    match turn {
+        Turn::Tool { name, input } => (
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                "id": format!("call_mock{n}"), "type": "function",
+                "function": {"name": name, "arguments": input.to_string()}}]}),
+            "tool_calls",
+        ),
+        Turn::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
+        Turn::Error(_) | Turn::Hang => (json!({"role": "assistant", "content": ""}), "stop"),
+    }
+}
+
+fn chat_usage() -> Value {
+    json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+}
+
+fn chat_completion(turn: &Turn, n: u64, model: &Value) -> Value {
+    let (mut message, finish) = chat_message(turn, n);
+    if let Some(calls) = message["tool_calls"].as_array_mut() {
+        for c in calls {
+            c.as_object_mut().unwrap().remove("index");
+        }
+    }
+    json!({"id": format!("chatcmpl-mock{n}"), "object": "chat.completion", "created": 0,
+        "model": model_or(model, "gpt-4.1"), "choices": [{"index": 0, "message": message,
+        "finish_reason": finish}], "usage": chat_usage()})
+}
+
+fn chat_chunks(turn: &Turn, n: u64, model: &Value) -> Vec<Value> {
+    let (delta, finish) = chat_message(turn, n);
+    let chunk = |choices: Value| {
+        json!({"id": format!("chatcmpl-mock{n}"), "object": "chat.completion.chunk", "created": 0,
+            "model": model_or(model, "gpt-4.1"), "choices": choices})
+    };
+    let mut usage = chunk(json!([]));
+    usage["usage"] = chat_usage();
+    vec![
+        chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])),
+        usage,
+    ]
+}
+
+fn model_or(model: &Value, default: &str) -> Value {
+    model.as_str().map_or(json!(default), |m| json!(m))
 }

@@ -195,8 +195,19 @@ pub fn sessions(
             }
         })
         .collect();
+    // Streamed as it is: 100k rows never become a JSON tree in memory.
+    #[derive(serde::Serialize)]
+    struct Sessions<'a> {
+        ok: bool,
+        sessions: &'a [SessionRow<'a>],
+        stats: &'a discover::sessions::ListStats,
+    }
     out.emit(
-        || serde_json::json!({"ok": true, "sessions": rows, "stats": listing.stats}),
+        || Sessions {
+            ok: true,
+            sessions: &rows,
+            stats: &listing.stats,
+        },
         |out| sessions_human(&rows, out),
     );
     Ok(EXIT_OK)

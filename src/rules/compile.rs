@@ -188,7 +188,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
     if cx.diags.len() > before {
         return None;
     }
-    Some(RuleSet {
+    let mut set = RuleSet {
         name: raw.name.clone().unwrap_or_else(|| raw.id.clone()),
         id: raw.id,
         origin,
@@ -203,7 +203,10 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
         timestamps,
         record_id,
         turns,
-    })
+        head_reads: super::needs::Need::All,
+    };
+    set.head_reads = set.head_needs();
+    Some(set)
 }
 
 fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {

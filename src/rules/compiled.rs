@@ -47,6 +47,8 @@ pub struct RuleSet {
     pub record_id: Option<JsonPath>,
     /// How to read turns; None when the rule set has no `turns` section.
     pub turns: Option<TurnsRule>,
+    /// What of a record the head reader's sources and tests read (`rules::needs`).
+    pub head_reads: super::needs::Need,
 }
 
 #[derive(Debug)]
@@ -129,6 +131,23 @@ impl TurnText {
 }
 
 impl RuleSet {
+    /// What the field sources, subagent and exclusion tests and `record_id` read of a record.
+    pub(crate) fn head_needs(&self) -> super::needs::Need {
+        let mut n = super::needs::Needs::default();
+        for s in self.fields.iter().flat_map(|f| &f.sources) {
+            s.when.iter().for_each(|p| n.predicate(p));
+            if let SourceKind::Record { path, .. } = &s.kind {
+                n.value(path);
+            }
+        }
+        for t in self.subagent_records.iter().chain(&self.exclude_when) {
+            t.when.iter().for_each(|p| n.predicate(p));
+            n.predicate(&t.test);
+        }
+        self.record_id.iter().for_each(|p| n.value(p));
+        n.finish()
+    }
+
     /// The stable id of one record (`record_id`): the first string it selects.
     pub fn record_id_of(&self, record: &Value) -> Option<String> {
         let p = self.record_id.as_ref()?;

@@ -5,6 +5,7 @@ mod compile;
 pub mod compiled;
 mod fastpath;
 pub mod needs;
+pub mod pruned;
 pub mod raw;
 
 pub use compiled::*;

@@ -265,6 +265,10 @@ pub fn spend_budget(
     }
     // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk; and,
     // live, the record ids to remember.
+    let keep = match opts.dry_run {
+        true => crate::turns::Keep::Counts,
+        false => crate::turns::Keep::Summary,
+    };
     let read = crate::util::par::map(&taken, |(plan, chunks, _, _)| {
         let file = &candidates[plan.idx].0;
         let rule = catalog.get(&file.app).expect("walked apps exist");
@@ -272,7 +276,11 @@ pub fn spend_budget(
         let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
             true => chunks
                 .iter()
-                .map(|c| chunk_turns(rule, file, c, &mut bytes_read).ok().flatten())
+                .map(|c| {
+                    chunk_turns(rule, file, c, keep, &mut bytes_read)
+                        .ok()
+                        .flatten()
+                })
                 .collect(),
             false => chunks.iter().map(|_| None).collect(),
         };

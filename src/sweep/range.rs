@@ -246,23 +246,24 @@ pub fn new_part_turns(
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
     let span = (r.from_byte, r.from_line_before, to_byte);
-    span_turns(rule, file, span, first_only, bytes_read)
+    let keep = match first_only {
+        true => crate::turns::Keep::Counts,
+        false => crate::turns::Keep::Summary,
+    };
+    span_turns(rule, file, span, (first_only, keep), bytes_read)
 }
 
-/// The turns of one chunk, summarised (each chunk's prompt quotes only its own prompts).
+/// The turns of one chunk, summarised (each chunk's prompt quotes only its own prompts); with
+/// `Keep::Counts` (a dry run, whose output holds only counts) without its prompts and tools.
 pub fn chunk_turns(
     rule: &RuleSet,
     file: &FoundFile,
     c: &Chunk,
+    keep: crate::turns::Keep,
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
-    span_turns(
-        rule,
-        file,
-        (c.from, c.from_line_before, c.to),
-        false,
-        bytes_read,
-    )
+    let span = (c.from, c.from_line_before, c.to);
+    span_turns(rule, file, span, (false, keep), bytes_read)
 }
 
 /// The turns of bytes `[from, to)`, which start after line `lines_before`.
@@ -270,7 +271,7 @@ fn span_turns(
     rule: &RuleSet,
     file: &FoundFile,
     (from, lines_before, to): (u64, u64, u64),
-    first_only: bool,
+    (first_only, keep): (bool, crate::turns::Keep),
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
     use std::io::{Read, Seek, SeekFrom};
@@ -282,7 +283,7 @@ fn span_turns(
     let part = f.take(to - from);
     let opts = crate::turns::Options {
         stop_after_turns: first_only.then_some(1),
-        keep: crate::turns::Keep::Summary,
+        keep,
         ..crate::turns::Options::default()
     };
     let t = crate::turns::extract(rule, turn_rules, part, lines_before + 1, 0, &opts)

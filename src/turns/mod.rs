@@ -6,16 +6,15 @@
 //! `truncated` naming the field; at most 500 turn records, and when a transcript has more, the oldest
 //! are dropped 100 at a time behind one overflow marker record (which says how many).
 
+use crate::rules::pruned::parse_pruned;
 use crate::rules::{RuleSet, TurnsRule};
 use crate::util::lines::LineReader;
-use partial::parse_pruned;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::{self, Read};
 
-mod partial;
 pub mod prefilter;
 
 pub const USER_MAX_BYTES: usize = 2 * 1024;

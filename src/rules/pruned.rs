@@ -1,7 +1,7 @@
-//! A record parsed into only what the rules read (`rules::needs`): members no rule reads are skipped
+//! A record parsed into only what the rules read (`rules::needs`; the turn reader and the head reader): members no rule reads are skipped
 //! by the JSON parser without being built, so a 50 KB tool result costs a scan, not a tree.
 
-use crate::rules::needs::Need;
+use super::needs::Need;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -198,5 +198,36 @@ mod tests {
             );
             assert_eq!(crate::util::lines::parse_object(bad), None);
         }
+    }
+
+    /// The head of every fixture (any app) read through pruned records says what the whole records say.
+    #[test]
+    fn pruned_records_give_the_heads_whole_ones_give_on_every_fixture() {
+        let pruned = crate::rules::load(&[]).unwrap();
+        let mut whole = crate::rules::load(&[]).unwrap();
+        for s in &mut whole.sets {
+            s.head_reads = Need::All;
+        }
+        let mut compared = 0;
+        for (f, _) in crate::util::testing::fixture_transcripts(&pruned) {
+            for i in 0..pruned.sets.len() {
+                assert!(matches!(pruned.sets[i].head_reads, Need::Node { .. }));
+                let scan = |c: &crate::rules::Catalog| {
+                    let file = std::fs::File::open(&f).unwrap();
+                    let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                    let h = crate::discover::head::scan_head(&c.sets[i], &name, &name, file);
+                    serde_json::to_value(h.unwrap()).unwrap()
+                };
+                assert_eq!(
+                    scan(&pruned),
+                    scan(&whole),
+                    "{} as {}",
+                    f.display(),
+                    pruned.sets[i].id
+                );
+                compared += 1;
+            }
+        }
+        assert!(compared >= 100, "{compared}");
     }
 }

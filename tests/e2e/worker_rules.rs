@@ -86,7 +86,14 @@ fn an_agent_that_deletes_the_run_store_never_gets_a_second_agent_beside_it() {
         "two agents ran in one repo: {}\n{s}",
         read(&l.fake.join("overlap.log"))
     );
-    assert_eq!(l.calls().len(), 1, "{:?}\n{s}", l.calls());
+    assert_eq!(
+        l.calls().len(),
+        1,
+        "the lines were captured twice: {:?}\n{s}\nworker.log:\n{}\nledger: {}",
+        l.calls(),
+        worker_log(&l.repo),
+        l.ledger()
+    );
     // The worker recreated the store and recorded the run's outcome and its cursor.
     let e = l.entry();
     assert_eq!(e["status"], "done", "{e}");

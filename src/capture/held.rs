@@ -28,14 +28,22 @@ pub(super) struct Held {
     have: bool,
     /// (device, inode) of `runs/` when last seen: a different one means it was deleted.
     runs_id: Option<(u64, u64)>,
+    /// `runs/` itself, held open: a deleted directory's inode is not freed while it is open, so a
+    /// `runs/` made again after it never gets the same (device, inode). (ext4 hands a freed inode
+    /// straight back: `rm -rf runs; mkdir runs` gave the same inode on this project's machines.)
+    runs_fd: Option<std::fs::File>,
     /// Set when `runs/` was found deleted; the next `current` restores the held copy.
     wiped: Option<String>,
 }
 
-fn dir_id(dir: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(dir)
+/// A directory opened without following a link (a `runs/` that became a link is not ours to hold).
+fn open_dir(dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
         .ok()
-        .map(|m| (m.dev(), m.ino()))
 }
 
 const SAVE_EVERY: Duration = Duration::from_secs(2);
@@ -62,6 +70,7 @@ impl Held {
             saved_at: Instant::now(),
             have: false,
             runs_id: None,
+            runs_fd: None,
             wiped: None,
         }
     }
@@ -79,7 +88,11 @@ impl Held {
 
     /// Notices a `runs/` that is not the one last seen (deleted, and made again by us or a sweep).
     fn note_wipe(&mut self, repo: &Path, during: &str) {
-        let now = dir_id(&ledger::runs_dir(repo));
+        let fd = open_dir(&ledger::runs_dir(repo));
+        let now = fd
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| (m.dev(), m.ino()));
         if self.runs_id.is_some() && now != self.runs_id && self.wiped.is_none() {
             reopen_log(repo);
             let why = format!(
@@ -89,6 +102,9 @@ impl Held {
             );
             super::worker::note(&why);
             self.wiped = Some(why);
+        }
+        if now != self.runs_id || self.runs_fd.is_none() {
+            self.runs_fd = fd;
         }
         self.runs_id = now;
     }
@@ -111,6 +127,14 @@ impl Held {
                     "{} was deleted while this worker ran",
                     ledger::ledger_path(repo).display()
                 )),
+                None if self.have => dropped_run(&self.ledger, &state.ledger).map(|run| {
+                    // `runs/` was emptied (its worker.log too) or the file overwritten.
+                    reopen_log(repo);
+                    format!(
+                        "{} was deleted or replaced while this worker ran: it no longer waits for {run}",
+                        ledger::ledger_path(repo).display()
+                    )
+                }),
                 None => None,
             });
             if let Some(why) = &lost {
@@ -152,6 +176,19 @@ impl Held {
             Err(e) => super::worker::note(&format!("cannot save the ledger: {e}")),
         }
     }
+}
+
+/// A run the held copy waits for that the ledger on disk no longer waits for. Nothing but a lost ledger
+/// does that: sweeps, `capture reset` and `prune` leave a pending entry alone, and only this worker ends
+/// its runs. (An agent that empties `runs/` and a sweep that then writes a ledger from nothing look like
+/// an ordinary change of the file: this is what tells them apart. `rm -rf` of a directory the worker is
+/// writing to may leave the directory itself, so its identity is not enough.)
+fn dropped_run(held: &ledger::Ledger, disk: &ledger::Ledger) -> Option<String> {
+    held.entries.iter().find_map(|(k, h)| {
+        let run = h.pending_run_id.as_ref()?;
+        let waits = disk.entries.get(k).is_some_and(|e| e.waits_for(run));
+        (!waits).then(|| run.clone())
+    })
 }
 
 /// The ledger to write back after the file was overwritten or deleted: the copy the worker held, plus

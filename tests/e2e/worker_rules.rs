@@ -61,17 +61,33 @@ dir="$FAKE_DIR"
 echo "$3" >> "$dir/calls.log"
 if [ -f "$dir/running" ]; then echo "$3 started while $(cat "$dir/running") runs" >> "$dir/overlap.log"; fi
 echo "$3" > "$dir/running"
-if [ ! -f "$dir/deleted" ]; then rm -rf .almanac/runs; touch "$dir/deleted"; sleep 4; fi
+if [ ! -f "$dir/deleted" ]; then
+  # EMPTY=1: only what runs/ holds (the directory stays, as when `rm -rf` races a writer in it).
+  if [ "$EMPTY" = 1 ]; then find .almanac/runs -mindepth 1 -delete; else rm -rf .almanac/runs; fi
+  touch "$dir/deleted"; sleep 4
+fi
 rm -f "$dir/running"
 exit 0
 "#;
 
 #[test]
 fn an_agent_that_deletes_the_run_store_never_gets_a_second_agent_beside_it() {
+    deleting_agent(false);
+}
+
+/// The directory stays and only its files go: the sweep that follows writes a ledger from nothing, which
+/// looks like any change of the file, and the worker must still tell that its run was dropped (before,
+/// the worker took that ledger and ran the sweep's run from line 1 after its own).
+#[test]
+fn an_agent_that_empties_the_run_store_gets_its_lines_captured_once() {
+    deleting_agent(true);
+}
+
+fn deleting_agent(empty_only: bool) {
     let l = live_world(3);
     install_agent(&l, DELETING_AGENT, "");
     write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
-    let (code, v) = l.sweep(&[]);
+    let (code, v) = l.sweep(&[("EMPTY", if empty_only { "1" } else { "0" })]);
     assert_eq!(code, 0, "{v}");
     wait_for("the agent to delete runs/", 30, || {
         l.fake.join("deleted").exists()

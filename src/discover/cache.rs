@@ -50,6 +50,21 @@ pub struct Entry<'a> {
     pub excluded: Option<&'a str>,
 }
 
+impl<'a> Entry<'a> {
+    /// What the head of `file` said, to be remembered.
+    pub fn of(file: &'a super::FoundFile, ex: &'a super::Examined) -> Entry<'a> {
+        Entry {
+            path: &file.path,
+            app: &file.app,
+            stamp: file.stamp(),
+            session_id: ex.session_id.as_deref(),
+            cwd: ex.cwd.as_deref(),
+            subagent: ex.subagent,
+            excluded: ex.excluded.as_deref(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Cache {
     fingerprint: String,

@@ -103,15 +103,7 @@ pub fn list(
         let entries = files
             .iter()
             .zip(&heads)
-            .map(|(file, (ex, _))| cache::Entry {
-                path: &file.path,
-                app: &file.app,
-                stamp: file.stamp(),
-                session_id: ex.session_id.as_deref(),
-                cwd: ex.cwd.as_deref(),
-                subagent: ex.subagent,
-                excluded: ex.excluded.as_deref(),
-            });
+            .map(|(file, (ex, _))| cache::Entry::of(file, ex));
         cache::Cache::save(&cache_file, &catalog.fingerprint, entries);
     }
     drop(head_cache);
@@ -154,7 +146,7 @@ pub fn list(
         });
     }
     let everything = max_age.is_none() && repo.is_none();
-    if index.update(entries, everything) {
+    if index.update(entries, everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }
     Listing { sessions, stats }

@@ -156,9 +156,10 @@ impl TurnIndex {
         Ok(Some((entry, how, bytes_read)))
     }
 
-    /// Remembers the entries counted now; with `forget_unseen` (every store was listed) the files not
-    /// among them are forgotten too. Whether anything changed (the index must be written).
-    pub fn update(&mut self, counted: Vec<IndexEntry>, forget_unseen: bool) -> bool {
+    /// Remembers the entries counted now; with `forget_unseen` (every store of these apps was listed)
+    /// the files of those apps not among them are forgotten too. Whether anything changed (the index
+    /// must be written).
+    pub fn update(&mut self, counted: Vec<IndexEntry>, forget_unseen: Option<&[String]>) -> bool {
         let mut changed = false;
         let mut seen = std::collections::HashSet::new();
         for e in counted {
@@ -169,9 +170,10 @@ impl TurnIndex {
                 changed = true;
             }
         }
-        if forget_unseen {
+        if let Some(apps) = forget_unseen {
             let before = self.entries.len();
-            self.entries.retain(|k, _| seen.contains(k));
+            self.entries
+                .retain(|k, e| seen.contains(k) || !apps.contains(&e.app));
             changed |= self.entries.len() != before;
         }
         changed

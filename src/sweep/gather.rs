@@ -101,14 +101,6 @@ pub fn save_cache(catalog: &Catalog, g: &Gathered) {
         .candidates
         .iter()
         .chain(g.subagents.iter())
-        .map(|(file, ex)| cache::Entry {
-            path: &file.path,
-            app: &file.app,
-            stamp: file.stamp(),
-            session_id: ex.session_id.as_deref(),
-            cwd: ex.cwd.as_deref(),
-            subagent: ex.subagent,
-            excluded: ex.excluded.as_deref(),
-        });
+        .map(|(file, ex)| cache::Entry::of(file, ex));
     cache::Cache::save(&g.cache_file, &catalog.fingerprint, entries);
 }

@@ -6,7 +6,7 @@
 //! `.ci/run` installs the pinned CLIs into ALMANAC_CLIENTS_BIN; without them a test says why it skips,
 //! and fails under ALMANAC_REQUIRE_REAL_CLIENTS=1.
 
-use crate::agents_real::{run_program, ORIGINAL_MAIN};
+use crate::agents_real::{describe, run_program, ORIGINAL_MAIN};
 use crate::common::*;
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::{find_client, require};
@@ -342,19 +342,6 @@ impl Installed {
             .unwrap_or_default();
         text.lines().next().unwrap_or("").trim().to_string()
     }
-}
-
-fn describe(out: &Output, mock: &MockModel) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}\nrequests: {:?}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        mock.requests()
-            .iter()
-            .map(|r| format!("{} {}", r.method, r.path))
-            .collect::<Vec<_>>()
-    )
 }
 
 fn path_str(p: &Path) -> String {

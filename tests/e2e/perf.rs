@@ -235,4 +235,16 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     let s = sessions(&l);
     assert_eq!(sorted(&s), want(5, 2));
     assert_eq!(s["stats"]["turnsReadWhole"], 2, "{s}");
+
+    // Listing another app, or one repo, forgets nothing of these.
+    json_ok(
+        l.w.almanac()
+            .args(["capture", "sessions", "--json", "--apps", "codex"]),
+    );
+    json_ok(
+        l.w.almanac()
+            .args(["capture", "sessions", "--json", "--repo", "/nowhere"]),
+    );
+    let s = sessions(&l);
+    assert_eq!(s["stats"]["turnsUnchanged"], 2, "{s}");
 }

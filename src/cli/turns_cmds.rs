@@ -160,57 +160,96 @@ pub fn sessions(
         None => None,
     };
     let listing = discover::sessions::list(catalog, cx, &a.apps, a.max_age, repo_filter.as_deref());
-    // Each repo's ledger is read once, for all its sessions.
-    let mut ledgers: HashMap<PathBuf, Option<ledger::Ledger>> = HashMap::new();
-    let rows: Vec<SessionRow> = listing
-        .sessions
-        .iter()
-        .map(|s| {
-            let entry = match (&s.examined.repo, &s.examined.session_id) {
-                (Some(r), Some(sid)) => ledgers
-                    .entry(r.clone())
-                    .or_insert_with(|| ledger::load(r, cx.now, false).ok().map(|l| l.ledger))
-                    .as_ref()
-                    .and_then(|l| l.entries.get(&key(&s.file.app, sid))),
-                _ => None,
-            };
-            let status = match (&s.examined.repo, entry) {
-                (None, _) => "no-almanac-repo".to_string(),
-                (Some(_), None) => "not captured".to_string(),
-                (Some(_), Some(e)) => serde_json::to_value(e.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-            };
-            SessionRow {
-                app: &s.file.app,
-                session_id: s.examined.session_id.as_deref(),
-                transcript_path: s.file.path.display().to_string(),
-                repo_root: s.examined.repo.as_ref().map(|r| r.display().to_string()),
-                modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
-                size: s.file.size,
-                user_turns: s.user_turns,
-                captured_through_line: entry.map(|e| e.last_captured_line),
-                status,
-            }
-        })
-        .collect();
-    // Streamed as it is: 100k rows never become a JSON tree in memory.
+    let captured = captured_states(cx, &listing.sessions);
+    let rows = Rows(&listing.sessions, &captured);
+    // Streamed, each row made as it is written: 100k rows are never all in memory at once.
     #[derive(serde::Serialize)]
     struct Sessions<'a> {
         ok: bool,
-        sessions: &'a [SessionRow<'a>],
+        sessions: Rows<'a>,
         stats: &'a discover::sessions::ListStats,
     }
     out.emit(
         || Sessions {
             ok: true,
-            sessions: &rows,
+            sessions: Rows(&listing.sessions, &captured),
             stats: &listing.stats,
         },
         |out| sessions_human(&rows, out),
     );
     Ok(EXIT_OK)
+}
+
+/// What a session's ledger entry says: the line captured through and the status.
+struct Captured {
+    through_line: Option<u64>,
+    status: &'static str,
+}
+
+/// Each session's capture state, reading each repo's ledger once and keeping only these two facts.
+fn captured_states(cx: &Context, sessions: &[discover::sessions::Listed]) -> Vec<Captured> {
+    let mut out: Vec<Captured> = sessions
+        .iter()
+        .map(|s| Captured {
+            through_line: None,
+            status: match s.examined.repo {
+                None => "no-almanac-repo",
+                Some(_) => "not captured",
+            },
+        })
+        .collect();
+    let mut by_repo: HashMap<&Path, Vec<usize>> = HashMap::new();
+    for (i, s) in sessions.iter().enumerate() {
+        if let (Some(r), Some(_)) = (&s.examined.repo, &s.examined.session_id) {
+            by_repo.entry(r.as_path()).or_default().push(i);
+        }
+    }
+    for (repo, idx) in by_repo {
+        let Ok(loaded) = ledger::load(repo, cx.now, false) else {
+            continue;
+        };
+        for i in idx {
+            let s = &sessions[i];
+            let sid = s.examined.session_id.as_deref().unwrap_or_default();
+            if let Some(e) = loaded.ledger.entries.get(&key(&s.file.app, sid)) {
+                out[i] = Captured {
+                    through_line: Some(e.last_captured_line),
+                    status: e.status.code(),
+                };
+            }
+        }
+    }
+    out
+}
+
+struct Rows<'a>(&'a [discover::sessions::Listed], &'a [Captured]);
+
+impl Rows<'_> {
+    fn row(&self, i: usize) -> SessionRow<'_> {
+        let (s, c) = (&self.0[i], &self.1[i]);
+        SessionRow {
+            app: &s.file.app,
+            session_id: s.examined.session_id.as_deref(),
+            transcript_path: s.file.path.display().to_string(),
+            repo_root: s.examined.repo.as_ref().map(|r| r.display().to_string()),
+            modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
+            size: s.file.size,
+            user_turns: s.user_turns,
+            captured_through_line: c.through_line,
+            status: c.status,
+        }
+    }
+}
+
+impl serde::Serialize for Rows<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = ser.serialize_seq(Some(self.0.len()))?;
+        for i in 0..self.0.len() {
+            seq.serialize_element(&self.row(i))?;
+        }
+        seq.end()
+    }
 }
 
 /// One session as `capture sessions` shows it: where it is, its user turns and its capture state.
@@ -225,14 +264,15 @@ struct SessionRow<'a> {
     size: u64,
     user_turns: Option<u64>,
     captured_through_line: Option<u64>,
-    status: String,
+    status: &'static str,
 }
 
-fn sessions_human(rows: &[SessionRow], out: &mut Out) {
-    if rows.is_empty() {
+fn sessions_human(rows: &Rows, out: &mut Out) {
+    if rows.0.is_empty() {
         out.line("no sessions found");
     }
-    for r in rows {
+    for i in 0..rows.0.len() {
+        let r = rows.row(i);
         out.line(&format!(
             "{}  {} {}  {}  {} bytes, {} user turns, captured through line {}, {}",
             r.modified,

@@ -125,18 +125,18 @@ pub fn list(
         let rule = catalog.get(&file.app)?;
         index.count(rule, file).ok().flatten()
     });
-    let mut entries = Vec::new();
+    let mut counts = Vec::with_capacity(roots.len());
     let mut sessions = Vec::with_capacity(roots.len());
     for ((file, examined), c) in roots.into_iter().zip(counted) {
-        let user_turns = c.map(|(entry, how, read)| {
-            stats.bytes_read += read;
-            match how {
+        let user_turns = c.map(|c| {
+            stats.bytes_read += c.bytes_read;
+            match c.how {
                 Counted::Unchanged => stats.turns_unchanged += 1,
                 Counted::Resumed => stats.turns_resumed += 1,
                 Counted::Whole => stats.turns_read_whole += 1,
             }
-            let n = entry.user_turns();
-            entries.push(entry);
+            let n = c.user_turns;
+            counts.push(c);
             n
         });
         sessions.push(Listed {
@@ -146,7 +146,7 @@ pub fn list(
         });
     }
     let everything = max_age.is_none() && repo.is_none();
-    if index.update(entries, everything.then_some(apps)) {
+    if index.update(counts, everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }
     Listing { sessions, stats }

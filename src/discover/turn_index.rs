@@ -52,10 +52,15 @@ pub struct IndexEntry {
     checkpoint: Checkpoint,
 }
 
-impl IndexEntry {
-    pub fn user_turns(&self) -> u64 {
-        self.checkpoint.user_turns
-    }
+/// One transcript's user turns, and what the index must learn from the count.
+pub struct Count {
+    pub user_turns: u64,
+    pub how: Counted,
+    pub bytes_read: u64,
+    /// (device, inode): the file was seen.
+    pub file: (u64, u64),
+    /// The entry to remember when the file was read (None: the index holds it already).
+    pub new: Option<IndexEntry>,
 }
 
 #[derive(Default)]
@@ -97,12 +102,8 @@ impl TurnIndex {
     }
 
     /// The user turns of `file`, from the index where it can be trusted, else counted (going on from
-    /// its checkpoint when the file only grew); the entry to remember, how it was had and the bytes read.
-    pub fn count(
-        &self,
-        rule: &RuleSet,
-        file: &FoundFile,
-    ) -> io::Result<Option<(IndexEntry, Counted, u64)>> {
+    /// its checkpoint when the file only grew).
+    pub fn count(&self, rule: &RuleSet, file: &FoundFile) -> io::Result<Option<Count>> {
         let Some(turn_rules) = &rule.turns else {
             return Ok(None);
         };
@@ -113,7 +114,13 @@ impl TurnIndex {
             .get(&(stamp.dev, stamp.ino))
             .filter(|e| e.path_hash == path_hash && *e.app == *file.app);
         if let Some(e) = prior.filter(|e| e.size == stamp.size && e.mtime_ns == stamp.mtime_ns) {
-            return Ok(Some((e.clone(), Counted::Unchanged, 0)));
+            return Ok(Some(Count {
+                user_turns: e.checkpoint.user_turns,
+                how: Counted::Unchanged,
+                bytes_read: 0,
+                file: (stamp.dev, stamp.ino),
+                new: None,
+            }));
         }
         let mut f = super::open_transcript(&file.path)?;
         let mut bytes_read = 0;
@@ -153,20 +160,25 @@ impl TurnIndex {
             tail: tail.unwrap_or_default(),
             checkpoint: t.checkpoint,
         };
-        Ok(Some((entry, how, bytes_read)))
+        Ok(Some(Count {
+            user_turns: entry.checkpoint.user_turns,
+            how,
+            bytes_read,
+            file: (stamp.dev, stamp.ino),
+            new: Some(entry),
+        }))
     }
 
     /// Remembers the entries counted now; with `forget_unseen` (every store of these apps was listed)
     /// the files of those apps not among them are forgotten too. Whether anything changed (the index
     /// must be written).
-    pub fn update(&mut self, counted: Vec<IndexEntry>, forget_unseen: Option<&[String]>) -> bool {
+    pub fn update(&mut self, counts: Vec<Count>, forget_unseen: Option<&[String]>) -> bool {
         let mut changed = false;
-        let mut seen = std::collections::HashSet::new();
-        for e in counted {
-            let k = (e.dev, e.ino);
-            seen.insert(k);
-            if self.entries.get(&k) != Some(&e) {
-                self.entries.insert(k, e);
+        let mut seen = std::collections::HashSet::with_capacity(counts.len());
+        for c in counts {
+            seen.insert(c.file);
+            if let Some(e) = c.new.filter(|e| self.entries.get(&c.file) != Some(e)) {
+                self.entries.insert(c.file, e);
                 changed = true;
             }
         }

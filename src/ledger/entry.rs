@@ -15,6 +15,18 @@ pub enum EntryStatus {
     NeedsAttention,
 }
 
+impl EntryStatus {
+    /// The status as the ledger and `--json` outputs write it.
+    pub const fn code(self) -> &'static str {
+        match self {
+            EntryStatus::Done => "done",
+            EntryStatus::Pending => "pending",
+            EntryStatus::Failed => "failed",
+            EntryStatus::NeedsAttention => "needs_attention",
+        }
+    }
+}
+
 /// A capture run that changed files outside the wiki (see `capture::verify`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -326,6 +338,18 @@ impl LedgerEntry {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_status_code_is_what_serde_writes() {
+        for st in [
+            EntryStatus::Done,
+            EntryStatus::Pending,
+            EntryStatus::Failed,
+            EntryStatus::NeedsAttention,
+        ] {
+            assert_eq!(serde_json::to_value(st).unwrap(), st.code());
+        }
+    }
+
     use super::*;
 
     fn chunk(id: &str, to: u64) -> PendingChunk {

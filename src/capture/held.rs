@@ -36,6 +36,12 @@ pub(super) struct Held {
     wiped: Option<String>,
 }
 
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(dir)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// A directory opened without following a link (a `runs/` that became a link is not ours to hold).
 fn open_dir(dir: &Path) -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -88,11 +94,7 @@ impl Held {
 
     /// Notices a `runs/` that is not the one last seen (deleted, and made again by us or a sweep).
     fn note_wipe(&mut self, repo: &Path, during: &str) {
-        let fd = open_dir(&ledger::runs_dir(repo));
-        let now = fd
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .map(|m| (m.dev(), m.ino()));
+        let now = dir_id(&ledger::runs_dir(repo));
         if self.runs_id.is_some() && now != self.runs_id && self.wiped.is_none() {
             reopen_log(repo);
             let why = format!(
@@ -103,8 +105,9 @@ impl Held {
             super::worker::note(&why);
             self.wiped = Some(why);
         }
+        // Opened again only when it changed: a run's look at the store costs one stat.
         if now != self.runs_id || self.runs_fd.is_none() {
-            self.runs_fd = fd;
+            self.runs_fd = open_dir(&ledger::runs_dir(repo));
         }
         self.runs_id = now;
     }

@@ -166,13 +166,13 @@ pub fn sessions(
     #[derive(serde::Serialize)]
     struct Sessions<'a> {
         ok: bool,
-        sessions: Rows<'a>,
+        sessions: &'a Rows<'a>,
         stats: &'a discover::sessions::ListStats,
     }
     out.emit(
         || Sessions {
             ok: true,
-            sessions: Rows(&listing.sessions, &captured),
+            sessions: &rows,
             stats: &listing.stats,
         },
         |out| sessions_human(&rows, out),

@@ -35,6 +35,22 @@ impl Need {
         }
     }
 
+    /// Member `k` of an object, with `child`'s need.
+    fn key(k: &str, child: Need) -> Need {
+        Need::Node {
+            keys: BTreeMap::from([(k.to_string(), child)]),
+            elems: None,
+        }
+    }
+
+    /// Every element (or member value), with `child`'s need.
+    fn each(child: Need) -> Need {
+        Need::Node {
+            keys: BTreeMap::new(),
+            elems: Some(Box::new(child)),
+        }
+    }
+
     pub fn merge(self, other: Need) -> Need {
         match (self, other) {
             (Need::All, _) | (_, Need::All) => Need::All,
@@ -167,20 +183,11 @@ impl Needs {
 
     fn selector(&mut self, s: &Selector, child: Need) -> Need {
         match s {
-            Selector::Name(k) => Need::Node {
-                keys: BTreeMap::from([(k.clone(), child)]),
-                elems: None,
-            },
-            Selector::Wildcard | Selector::Index(_) | Selector::Slice(..) => Need::Node {
-                keys: BTreeMap::new(),
-                elems: Some(Box::new(child)),
-            },
+            Selector::Name(k) => Need::key(k, child),
+            Selector::Wildcard | Selector::Index(_) | Selector::Slice(..) => Need::each(child),
             Selector::Filter(f) => {
                 let tested = self.filter(f);
-                Need::Node {
-                    keys: BTreeMap::new(),
-                    elems: Some(Box::new(child.merge(tested))),
-                }
+                Need::each(child.merge(tested))
             }
         }
     }
@@ -224,14 +231,8 @@ impl Needs {
     fn comparable(&mut self, c: &Comparable) -> Need {
         let singular = |segs: &[SingularQuerySegment]| {
             segs.iter().rev().fold(Need::All, |child, s| match s {
-                SingularQuerySegment::Name(k) => Need::Node {
-                    keys: BTreeMap::from([(k.clone(), child)]),
-                    elems: None,
-                },
-                SingularQuerySegment::Index(_) => Need::Node {
-                    keys: BTreeMap::new(),
-                    elems: Some(Box::new(child)),
-                },
+                SingularQuerySegment::Name(k) => Need::key(k, child),
+                SingularQuerySegment::Index(_) => Need::each(child),
             })
         };
         match c {

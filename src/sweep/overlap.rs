@@ -182,16 +182,27 @@ pub fn chunk_ids(
     }
 }
 
-/// The prompt's words for a first-seen transcript whose head says where it came from: the lines it
-/// copied from a session already captured, or the session it was forked from (the rule's `fork_of` and
-/// `fork_line` fields).
+/// The prompt's words for where a range's lines came from: a rewrite before the captured part that kept
+/// its last record; or, for a first-seen transcript (`first_seen`), the lines it copied from a session
+/// already captured, or the session it was forked from (the rule's `fork_of` and `fork_line` fields).
 pub fn context(
     rule: &RuleSet,
     file: &FoundFile,
-    copied: Option<&Copied>,
+    first_seen: bool,
+    r: &super::range::Range,
     candidates: &[super::gather::Candidate],
 ) -> Option<String> {
-    if let Some(c) = copied {
+    if let Some(rc) = &r.recovered {
+        return Some(format!(
+            "This transcript was rewritten before the part already captured: {}. Lines before that \
+             were captured earlier, perhaps as they read then.",
+            rc.detail
+        ));
+    }
+    if !first_seen {
+        return None;
+    }
+    if let Some(c) = &r.copied {
         return Some(format!(
             "Lines 1 to {} of this transcript are copied from session {} (a fork or resume of it), which \
              was already captured: do not document them again; read them only for context.",

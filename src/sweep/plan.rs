@@ -144,6 +144,10 @@ fn settle(
     let attention = |summary: &mut Summary, reason, detail| {
         summary.attention(SkippedItem::of(file, ex, reason, Some(detail)))
     };
+    let recovered = |summary: &mut Summary, rc: &super::range::Recovered| {
+        let detail = Some(rc.detail.clone());
+        summary.recover(SkippedItem::of(file, ex, Reason::RecoveredPrefix, detail))
+    };
     let r = match res.outcome {
         Err(e) => {
             attention(summary, Reason::ReadFailed, e);
@@ -161,7 +165,7 @@ fn settle(
         Ok(RangeOutcome::Unchanged {
             baseline,
             copied,
-            recovered,
+            recovered: rescued,
         }) => {
             // Remember where the file stands so the next sweep need not read it again.
             let e = updates.entry(repo, &k, found, file, sid);
@@ -170,10 +174,9 @@ fn settle(
                 // A copy with nothing of its own yet: a rewrite before its cursor can still recover.
                 e.last_record_id = copied.map(|c| c.last_id);
             }
-            if let Some(rc) = recovered {
+            if let Some(rc) = rescued {
+                recovered(summary, &rc);
                 e.recover_cursor(rc.at.bytes, rc.at.lines, rc.at.hash);
-                let item = SkippedItem::of(file, ex, Reason::RecoveredPrefix, Some(rc.detail));
-                summary.recovered(item);
             }
             e.follow_file(file.path.display().to_string(), file.file_id);
             let detail = "no complete new line since the captured cursor".to_string();
@@ -183,8 +186,7 @@ fn settle(
         Ok(RangeOutcome::Capture(r)) => r,
     };
     if let Some(rc) = &r.recovered {
-        let detail = Some(rc.detail.clone());
-        summary.recovered(SkippedItem::of(file, ex, Reason::RecoveredPrefix, detail));
+        recovered(summary, rc);
     }
     let part = match res.part {
         Ok(p) => p,
@@ -301,15 +303,9 @@ pub fn spend_budget(
         summary.stats.bytes_read += bytes_read;
         let part = combine(&summaries);
         let rule = catalog.get(&file.app).expect("walked apps exist");
-        let context = match (opts.dry_run, &plan.r.recovered) {
-            (true, _) => None,
-            (false, Some(rc)) => Some(format!(
-                "This transcript was rewritten before the part already captured: {}. Lines before \
-                 that were captured earlier, perhaps as they read then.",
-                rc.detail
-            )),
-            (false, None) => overlap::context(rule, file, plan.r.copied.as_ref(), candidates)
-                .filter(|_| plan.entry.is_none()),
+        let context = match opts.dry_run {
+            true => None,
+            false => overlap::context(rule, file, plan.entry.is_none(), &plan.r, candidates),
         };
         let take = chunks.len();
         let t = &mut summary.totals;

@@ -145,7 +145,7 @@ impl Summary {
         self.needs_attention.push(item);
     }
 
-    pub fn recovered(&mut self, item: SkippedItem) {
+    pub fn recover(&mut self, item: SkippedItem) {
         self.count(item.reason);
         self.recovered.push(item);
     }

@@ -363,3 +363,70 @@ fn init_creates_the_wiki_at_the_git_root_and_is_idempotent() {
         repo.display().to_string()
     );
 }
+
+/// The head of a Claude transcript is read only as far as it takes to know its session id, cwd,
+/// whether it is a subagent and whether it is an almanac capture run: the first user record carries
+/// all of them. Before, a root session was read for 50 records looking for an `agentId` that only
+/// subagents' records carry (on a real session: megabytes of tool output per new transcript).
+#[test]
+fn a_claude_head_ends_at_the_first_user_record_and_still_names_a_subagents_agent_id() {
+    let w = World::new();
+    let mut checked = (0, 0);
+    let files = walkdir::WalkDir::new(FIXTURES)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| p.components().any(|c| c.as_os_str() == "claude"));
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|r| r.is_object())
+            .collect();
+        // The first user record, as a person reading the file would find it.
+        let Some(first_user) = records.iter().position(|r| {
+            r["type"] == "user" && r["isSidechain"].is_boolean() && r["cwd"].is_string()
+        }) else {
+            continue;
+        };
+        let ex = json_ok(
+            w.almanac()
+                .args(["rules", "explain", "--json", "--app", "claude"])
+                .arg(&path),
+        );
+        let read = ex["head"]["records"].as_u64().unwrap();
+        assert!(
+            read <= first_user as u64 + 1,
+            "{}: head read {read} records, the first user record is record {}",
+            path.display(),
+            first_user + 1
+        );
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let expected = records[first_user]["agentId"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| {
+                name.strip_prefix("agent-")
+                    .and_then(|n| n.strip_suffix(".jsonl"))
+                    .map(str::to_string)
+            });
+        let agent_id = ex["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "agent_id")
+            .unwrap()["value"]
+            .as_str()
+            .map(str::to_string);
+        assert_eq!(agent_id, expected, "{}: {ex}", path.display());
+        match expected {
+            Some(_) => checked.1 += 1,
+            None => checked.0 += 1,
+        }
+    }
+    assert!(
+        checked.0 >= 20 && checked.1 >= 3,
+        "root, subagent files checked: {checked:?}"
+    );
+}

@@ -288,8 +288,10 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
         assistant,
         tools,
         reads: super::needs::Need::All,
+        filter: None,
     };
     rule.reads = rule.needs(timestamps);
+    rule.filter = Some(super::prefilter::Prefilter::new(&rule));
     rule
 }
 

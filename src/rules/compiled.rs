@@ -64,6 +64,9 @@ pub struct TurnsRule {
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
     /// that (`rules::needs`).
     pub reads: super::needs::Need,
+    /// The byte searches that pass a line on to the parse, built once with the rules (None only while
+    /// they are compiled).
+    pub filter: Option<super::prefilter::Prefilter>,
 }
 
 impl TurnsRule {
@@ -78,13 +81,14 @@ impl TurnsRule {
         preds.for_each(|p| n.predicate(p));
         for t in self.user.iter().chain(&self.assistant) {
             t.when.iter().for_each(|p| n.predicate(p));
-            t.text.iter().chain(&t.group).for_each(|p| n.value(p));
+            // Text and group ids are taken only from strings.
+            t.text.iter().chain(&t.group).for_each(|p| n.scalar(p));
         }
         for (when, name) in &self.tools {
             when.iter().for_each(|p| n.predicate(p));
-            n.value(name);
+            n.scalar(name);
         }
-        timestamps.iter().for_each(|p| n.value(p));
+        timestamps.iter().for_each(|p| n.scalar(p));
         n.finish()
     }
 }
@@ -136,15 +140,16 @@ impl RuleSet {
         let mut n = super::needs::Needs::default();
         for s in self.fields.iter().flat_map(|f| &f.sources) {
             s.when.iter().for_each(|p| n.predicate(p));
+            // `FieldSource::extract` takes only a string or a number.
             if let SourceKind::Record { path, .. } = &s.kind {
-                n.value(path);
+                n.scalar(path);
             }
         }
         for t in self.subagent_records.iter().chain(&self.exclude_when) {
             t.when.iter().for_each(|p| n.predicate(p));
             n.predicate(&t.test);
         }
-        self.record_id.iter().for_each(|p| n.value(p));
+        self.record_id.iter().for_each(|p| n.scalar(p));
         n.finish()
     }
 

@@ -5,8 +5,12 @@ mod compile;
 pub mod compiled;
 mod fastpath;
 pub mod needs;
+pub mod prefilter;
 pub mod pruned;
+#[cfg(test)]
+mod pruned_serde;
 pub mod raw;
+mod scan;
 
 pub use compiled::*;
 

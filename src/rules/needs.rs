@@ -81,7 +81,12 @@ impl Need {
     pub fn member(&self, key: &str) -> Option<&Need> {
         match self {
             Need::All => Some(self),
-            Need::Node { keys, elems } => keys.get(key).or(elems.as_deref()),
+            // A few keys: comparing lengths first settles most without a string comparison.
+            Need::Node { keys, elems } => keys
+                .iter()
+                .find(|(k, _)| k.as_str() == key)
+                .map(|(_, n)| n)
+                .or(elems.as_deref()),
         }
     }
 
@@ -119,6 +124,11 @@ impl Need {
     }
 }
 
+/// A JSON value that no array or object equals.
+fn scalar(v: &serde_json::Value) -> bool {
+    !v.is_array() && !v.is_object()
+}
+
 /// Collects what a set of paths and predicates reads of a record.
 pub struct Needs {
     root: Need,
@@ -139,6 +149,14 @@ impl Needs {
         self.add(n);
     }
 
+    /// A path whose selected values are used only when they are scalars: text (a prompt, a name, a
+    /// time, an id), a regex match, an equality with a scalar. A selected array or object then counts
+    /// only as not being one, so what it holds is kept only as far as other paths read it (a Claude
+    /// `message.content` array: its elements' `type` and `text`, not a tool call's input).
+    pub fn scalar(&mut self, p: &JsonPath) {
+        self.presence(p)
+    }
+
     /// A path only tested for whether it selects something.
     pub fn presence(&mut self, p: &JsonPath) {
         let n = self.segments(&p.query().segments, Need::presence());
@@ -148,9 +166,10 @@ impl Needs {
     pub fn predicate(&mut self, p: &Predicate) {
         match p {
             Predicate::Exists(path) | Predicate::Missing(path) => self.presence(path),
-            Predicate::Equals(path, _) | Predicate::In(path, _) | Predicate::Matches(path, _) => {
-                self.value(path)
-            }
+            Predicate::Matches(path, _) => self.scalar(path),
+            Predicate::Equals(path, v) if scalar(v) => self.scalar(path),
+            Predicate::In(path, vs) if vs.iter().all(scalar) => self.scalar(path),
+            Predicate::Equals(path, _) | Predicate::In(path, _) => self.value(path),
             Predicate::All(ps) | Predicate::Any(ps) => ps.iter().for_each(|p| self.predicate(p)),
             Predicate::Not(p) => self.predicate(p),
         }

@@ -1,129 +1,21 @@
 //! A record parsed into only what the rules read (`rules::needs`; the turn reader and the head reader): members no rule reads are skipped
-//! by the JSON parser without being built, so a 50 KB tool result costs a scan, not a tree.
+//! by the parser without being built (`rules::scan`), so a 50 KB tool result costs a scan, not a tree.
 
 use super::needs::Need;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
-use std::fmt;
+use super::scan::{scan, Scan};
+use serde_json::Value;
 
 /// The line as a JSON object pruned to `need`, or None when it is not one (as `parse_object`): the
 /// line must be valid UTF-8 and valid JSON throughout, skipped members included.
 pub fn parse_pruned(bytes: &[u8], need: &Need) -> Option<Value> {
-    // What serde_json checks only in strings it builds, so that a skipped member could hide what makes
-    // the whole parse refuse the line: a \uD800-\uDFFF escape (a lone surrogate is refused) is rare
-    // and gets the whole parse; invalid UTF-8 anywhere refuses the line here too.
-    let surrogate = || {
-        memchr::memmem::find_iter(bytes, b"\\u").any(|i| {
-            matches!(bytes.get(i + 2), Some(b'd' | b'D'))
-                && matches!(
-                    bytes.get(i + 3),
-                    Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
-                )
-        })
-    };
-    if matches!(need, Need::All) || surrogate() {
+    if matches!(need, Need::All) {
         return crate::util::lines::parse_object(bytes);
     }
-    std::str::from_utf8(bytes).ok()?;
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let v = Pruned(need).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    v.is_object().then_some(v)
-}
-
-struct Pruned<'n>(&'n Need);
-
-impl<'de> DeserializeSeed<'de> for Pruned<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        match self.0 {
-            Need::All => serde::Deserialize::deserialize(d),
-            node => d.deserialize_any(PrunedVisitor(node)),
-        }
-    }
-}
-
-struct PrunedVisitor<'n>(&'n Need);
-
-/// A member's key: kept (with the need of its value) or skipped, without allocating a skipped one.
-struct Key<'n>(&'n Need);
-
-impl<'de, 'n> DeserializeSeed<'de> for Key<'n> {
-    type Value = Option<(String, &'n Need)>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de, 'n> Visitor<'de> for Key<'n> {
-    type Value = Option<(String, &'n Need)>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a key")
-    }
-
-    fn visit_str<E>(self, k: &str) -> Result<Self::Value, E> {
-        Ok(self.0.member(k).map(|n| (k.to_string(), n)))
-    }
-}
-
-impl<'de> Visitor<'de> for PrunedVisitor<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let el = self.0.element();
-        let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(Pruned(el))? {
-            out.push(v);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key_seed(Key(self.0))? {
-            match key {
-                Some((k, need)) => {
-                    let v = map.next_value_seed(Pruned(need))?;
-                    out.insert(k, v);
-                }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Value::Object(out))
+    match scan(bytes, need) {
+        Ok(v) => v.is_object().then_some(v),
+        Err(Scan::Invalid) => None,
+        // A `\uD800`-`\uDFFF` escape: rare, and serde_json decides it.
+        Err(Scan::Unsure) => crate::util::lines::parse_object(bytes),
     }
 }
 
@@ -168,6 +60,36 @@ mod tests {
             compared += 1;
         }
         assert!(compared >= 50, "only {compared} fixtures compared");
+    }
+
+    /// A value read only as text (a prompt, a regex match) keeps an array's elements only as far as
+    /// other paths read them: a tool call's input and a tool result's output are never built.
+    #[test]
+    fn a_tool_calls_input_and_a_tool_results_output_are_not_built() {
+        let catalog = crate::rules::load(&[]).unwrap();
+        let claude = catalog.get("claude").unwrap();
+        let need = &claude.turns.as_ref().unwrap().reads;
+        let call = br#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/src/main.rs"}}]},"toolUseResult":{"stdout":"x"}}"#;
+        assert_eq!(
+            parse_pruned(call, need),
+            Some(
+                serde_json::json!({"type": "assistant", "message": {"id": "m1", "content": [
+                {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read"}]}})
+            )
+        );
+        let result = br#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#;
+        assert_eq!(
+            parse_pruned(result, need),
+            Some(
+                serde_json::json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}})
+            )
+        );
+        // A prompt written as a string is kept whole.
+        let prompt = br#"{"type":"user","message":{"content":"Fix the build"}}"#;
+        assert_eq!(
+            parse_pruned(prompt, need),
+            crate::util::lines::parse_object(prompt)
+        );
     }
 
     #[test]

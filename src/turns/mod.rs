@@ -15,8 +15,6 @@ use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::{self, Read};
 
-pub mod prefilter;
-
 pub const USER_MAX_BYTES: usize = 2 * 1024;
 pub const ASSISTANT_MAX_BYTES: usize = 4 * 1024;
 pub const MAX_TURNS: usize = 500;
@@ -459,7 +457,14 @@ pub fn extract<R: Read>(
             skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
         }
     }
-    let filter = prefilter::Prefilter::new(turns);
+    let built;
+    let filter = match &turns.filter {
+        Some(f) => f,
+        None => {
+            built = crate::rules::prefilter::Prefilter::new(turns);
+            &built
+        }
+    };
     while let Some(l) = lines.next_line()? {
         let line = first_line + l.number - 1;
         if !l.terminated {

@@ -112,6 +112,7 @@ fn need_of(when: Option<&Predicate>) -> Need {
 }
 
 /// The requirements of a `turns` section, compiled for searching.
+#[derive(Debug)]
 pub struct Prefilter {
     /// A line that can start a turn, add assistant text or a tool.
     content: Compiled,
@@ -174,6 +175,7 @@ impl Prefilter {
 }
 
 /// A `Need` with its byte searchers built.
+#[derive(Debug)]
 enum Compiled {
     Always,
     Pair(Box<Finder<'static>>, Option<Vec<u8>>),

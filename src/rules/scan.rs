@@ -1,0 +1,396 @@
+//! The pruned parse itself: one pass over a line's bytes that checks all of it as JSON and builds only
+//! the members a `Need` keeps, so a 50 KB tool result costs a scan of its bytes (eight at a time), not a
+//! tree, nor serde's visitor calls for every nested value (issue 20).
+//!
+//! It accepts exactly what `serde_json::from_slice::<Value>` accepts, and where checking that itself
+//! would cost more than it saves it asks serde_json: every kept string with an escape, every kept number,
+//! every number with an exponent or a long integer part (f64 range), every `Need::All` subtree. A
+//! skipped string with a `\uD800`-`\uDFFF` escape (serde_json refuses a lone surrogate only in a string
+//! it builds) gives `Scan::Unsure`: the caller parses the line whole. Nesting deeper than serde_json's
+//! limit (127 open arrays or objects) is refused wherever it is, skipped members included.
+
+use super::needs::Need;
+use serde_json::{Map, Value};
+
+/// Why a line was not scanned to a value.
+#[derive(Debug, PartialEq)]
+pub enum Scan {
+    /// Not JSON (or not one value): a whole parse refuses it too.
+    Invalid,
+    /// Something this scanner does not decide by itself: parse the line whole.
+    Unsure,
+}
+
+type R<T> = Result<T, Scan>;
+
+/// serde_json's `remaining_depth` starts at 128 and fails when an open bracket brings it to 0.
+const MAX_DEPTH: u32 = 127;
+
+const ONES: u64 = u64::MAX / 255;
+const HIGH: u64 = ONES << 7;
+
+/// The whole of `bytes` as one JSON value (JSON whitespace around it), pruned to `need`.
+pub fn scan(bytes: &[u8], need: &Need) -> R<Value> {
+    let mut s = Scanner { b: bytes, i: 0 };
+    s.ws();
+    let v = s.value(need, 0)?;
+    s.ws();
+    match s.i == bytes.len() {
+        true => Ok(v),
+        false => Err(Scan::Invalid),
+    }
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> R<u8> {
+        self.b.get(self.i).copied().ok_or(Scan::Invalid)
+    }
+
+    /// One value at `self.i` (no whitespace before it), kept as `need` says.
+    fn value(&mut self, need: &Need, depth: u32) -> R<Value> {
+        let start = self.i;
+        match (need, self.peek()?) {
+            (Need::All, _) => {
+                self.skip(depth)?;
+                serde_json::from_slice(&self.b[start..self.i]).map_err(|_| Scan::Invalid)
+            }
+            (_, b'{') => self.object(need, depth + 1),
+            (_, b'[') => self.array(need, depth + 1),
+            (_, b'"') => {
+                let escaped = self.string()?;
+                self.string_value(start, escaped).map(Value::String)
+            }
+            (_, b'-' | b'0'..=b'9') => {
+                self.number()?;
+                serde_json::from_slice(&self.b[start..self.i]).map_err(|_| Scan::Invalid)
+            }
+            _ => self.literal(),
+        }
+    }
+
+    fn object(&mut self, need: &Need, depth: u32) -> R<Value> {
+        if depth > MAX_DEPTH {
+            return Err(Scan::Invalid);
+        }
+        self.i += 1;
+        let mut out = Map::new();
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Ok(Value::Object(out));
+        }
+        loop {
+            if self.peek()? != b'"' {
+                return Err(Scan::Invalid);
+            }
+            let start = self.i;
+            let escaped = self.string()?;
+            let raw = &self.b[start + 1..self.i - 1];
+            let member = match escaped {
+                false => need.member(utf8(raw)?).map(|n| (None, n)),
+                true => {
+                    let k = self.string_value(start, true)?;
+                    need.member(&k).map(|n| (Some(k), n))
+                }
+            };
+            self.ws();
+            if self.peek()? != b':' {
+                return Err(Scan::Invalid);
+            }
+            self.i += 1;
+            self.ws();
+            match member {
+                Some((k, n)) => {
+                    let v = self.value(n, depth)?;
+                    let k = match k {
+                        Some(k) => k,
+                        None => utf8(raw)?.to_string(),
+                    };
+                    out.insert(k, v);
+                }
+                None => self.skip(depth)?,
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Ok(Value::Object(out));
+                }
+                _ => return Err(Scan::Invalid),
+            }
+        }
+    }
+
+    fn array(&mut self, need: &Need, depth: u32) -> R<Value> {
+        if depth > MAX_DEPTH {
+            return Err(Scan::Invalid);
+        }
+        self.i += 1;
+        let el = need.element();
+        let mut out = Vec::new();
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Ok(Value::Array(out));
+        }
+        loop {
+            out.push(self.value(el, depth)?);
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b']' => {
+                    self.i += 1;
+                    return Ok(Value::Array(out));
+                }
+                _ => return Err(Scan::Invalid),
+            }
+        }
+    }
+
+    /// Checks one value and steps over it, building nothing. `depth` is that of its container.
+    fn skip(&mut self, depth: u32) -> R<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'-' | b'0'..=b'9' => self.number(),
+            b'{' | b'[' => self.skip_nested(depth),
+            _ => self.literal().map(drop),
+        }
+    }
+
+    /// An array or object and all it holds, without recursion: a stack of what is open.
+    fn skip_nested(&mut self, depth: u32) -> R<()> {
+        let mut open: Vec<u8> = Vec::new();
+        loop {
+            // At a value.
+            match self.peek()? {
+                c @ (b'{' | b'[') => {
+                    if depth + open.len() as u32 + 1 > MAX_DEPTH {
+                        return Err(Scan::Invalid);
+                    }
+                    self.i += 1;
+                    open.push(c);
+                    self.ws();
+                    let close = if c == b'{' { b'}' } else { b']' };
+                    if self.peek()? == close {
+                        self.i += 1;
+                        open.pop();
+                    } else {
+                        if c == b'{' {
+                            self.key()?;
+                        }
+                        continue;
+                    }
+                }
+                b'"' => drop(self.string()?),
+                b'-' | b'0'..=b'9' => self.number()?,
+                _ => drop(self.literal()?),
+            }
+            // After a value: a comma and the next one, or the end of what is open.
+            loop {
+                let Some(&c) = open.last() else {
+                    return Ok(());
+                };
+                self.ws();
+                match (self.peek()?, c) {
+                    (b',', _) => {
+                        self.i += 1;
+                        self.ws();
+                        if c == b'{' {
+                            self.key()?;
+                        }
+                        break;
+                    }
+                    (b'}', b'{') | (b']', b'[') => {
+                        self.i += 1;
+                        open.pop();
+                    }
+                    _ => return Err(Scan::Invalid),
+                }
+            }
+        }
+    }
+
+    /// A member's key and its colon, up to its value.
+    fn key(&mut self) -> R<()> {
+        if self.peek()? != b'"' {
+            return Err(Scan::Invalid);
+        }
+        self.string()?;
+        self.ws();
+        if self.peek()? != b':' {
+            return Err(Scan::Invalid);
+        }
+        self.i += 1;
+        self.ws();
+        Ok(())
+    }
+
+    /// Steps over the string at `self.i` (its opening quote), checking it as serde_json does: no
+    /// control character, valid escapes, valid UTF-8. Whether it holds an escape.
+    fn string(&mut self) -> R<bool> {
+        let b = self.b;
+        let start = self.i + 1;
+        let mut i = start;
+        let mut high = 0u64;
+        let mut escaped = false;
+        loop {
+            while i + 8 <= b.len() {
+                let x = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+                let quote = x ^ (ONES * b'"' as u64);
+                let slash = x ^ (ONES * b'\\' as u64);
+                let stop = (x.wrapping_sub(ONES * 0x20) & !x)
+                    | (quote.wrapping_sub(ONES) & !quote)
+                    | (slash.wrapping_sub(ONES) & !slash);
+                let stop = stop & HIGH;
+                if stop != 0 {
+                    let at = stop.trailing_zeros() / 8;
+                    // The bytes before the stop are the string's too.
+                    let before = u64::MAX.checked_shr(64 - 8 * at).unwrap_or(0);
+                    high |= x & before & HIGH;
+                    i += at as usize;
+                    break;
+                }
+                high |= x & HIGH;
+                i += 8;
+            }
+            let Some(&c) = b.get(i) else {
+                return Err(Scan::Invalid);
+            };
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    i = self.escape(i)?;
+                }
+                0..=0x1f => return Err(Scan::Invalid),
+                _ => {
+                    high |= (c as u64) & 0x80;
+                    i += 1;
+                }
+            }
+        }
+        if high != 0 {
+            std::str::from_utf8(&b[start..i]).map_err(|_| Scan::Invalid)?;
+        }
+        self.i = i + 1;
+        Ok(escaped)
+    }
+
+    /// The escape at `i` (its backslash); where the string goes on.
+    fn escape(&self, i: usize) -> R<usize> {
+        match self.b.get(i + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
+            Some(b'u') => {
+                let hex = self.b.get(i + 2..i + 6).ok_or(Scan::Invalid)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return Err(Scan::Invalid);
+                }
+                // A surrogate half: valid only in a pair, which serde_json decides.
+                if matches!(hex[0], b'd' | b'D')
+                    && matches!(hex[1], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+                {
+                    return Err(Scan::Unsure);
+                }
+                Ok(i + 6)
+            }
+            _ => Err(Scan::Invalid),
+        }
+    }
+
+    /// The string that began at `start` and was just stepped over.
+    fn string_value(&self, start: usize, escaped: bool) -> R<String> {
+        let span = &self.b[start..self.i];
+        match escaped {
+            false => Ok(utf8(&span[1..span.len() - 1])?.to_string()),
+            true => serde_json::from_slice(span).map_err(|_| Scan::Invalid),
+        }
+    }
+
+    /// Steps over a number, checking its grammar; one serde_json would not fit in an f64 is refused.
+    fn number(&mut self) -> R<()> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        let digits = |i: &mut usize| {
+            let from = *i;
+            while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+            *i - from
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        let int = match b.get(i) {
+            Some(b'0') => {
+                i += 1;
+                1
+            }
+            Some(b'1'..=b'9') => digits(&mut i),
+            _ => return Err(Scan::Invalid),
+        };
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if digits(&mut i) == 0 {
+                return Err(Scan::Invalid);
+            }
+        }
+        let mut exponent = false;
+        if let Some(b'e' | b'E') = b.get(i) {
+            exponent = true;
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            if digits(&mut i) == 0 {
+                return Err(Scan::Invalid);
+            }
+        }
+        if (exponent || int > 300) && serde_json::from_slice::<Value>(&b[start..i]).is_err() {
+            return Err(Scan::Invalid);
+        }
+        self.i = i;
+        Ok(())
+    }
+
+    fn literal(&mut self) -> R<Value> {
+        let rest = &self.b[self.i..];
+        let (v, n) = if rest.starts_with(b"true") {
+            (Value::Bool(true), 4)
+        } else if rest.starts_with(b"false") {
+            (Value::Bool(false), 5)
+        } else if rest.starts_with(b"null") {
+            (Value::Null, 4)
+        } else {
+            return Err(Scan::Invalid);
+        };
+        self.i += n;
+        Ok(v)
+    }
+}
+
+fn utf8(b: &[u8]) -> R<&str> {
+    std::str::from_utf8(b).map_err(|_| Scan::Invalid)
+}
+
+#[cfg(test)]
+#[path = "scan_tests.rs"]
+mod tests;

@@ -154,23 +154,25 @@ impl Prefilter {
     /// Whether `line` must be parsed: some rule may hold on it. `open` is the open skip region,
     /// `armed` per skip whether its `after` record has been read.
     pub fn wanted(&self, line: &[u8], open: Option<usize>, armed: &[bool]) -> bool {
-        if self.escape.find(line).is_some() {
-            return true;
-        }
-        // In an open region a line is skipped unless it ends the region (which changes state).
-        if let Some(i) = open {
-            return self.until[i].holds(line);
-        }
-        self.content.holds(line) || self.from.holds(line) || self.may_arm(line, armed)
+        // In an open region a line is skipped unless it ends the region (which changes state). The
+        // `\u` search comes last: most lines are wanted without it.
+        let found = match open {
+            Some(i) => self.until[i].holds(line),
+            None => self.content.holds(line) || self.from.holds(line) || self.arms(line, armed),
+        };
+        found || self.escape.find(line).is_some()
     }
 
     /// Whether `line` may arm a waiting skip (also for lines before the part).
     pub fn may_arm(&self, line: &[u8], armed: &[bool]) -> bool {
-        self.escape.find(line).is_some()
-            || armed
-                .iter()
-                .zip(&self.after)
-                .any(|(armed, a)| !*armed && a.holds(line))
+        self.arms(line, armed) || self.escape.find(line).is_some()
+    }
+
+    fn arms(&self, line: &[u8], armed: &[bool]) -> bool {
+        armed
+            .iter()
+            .zip(&self.after)
+            .any(|(armed, a)| !*armed && a.holds(line))
     }
 }
 

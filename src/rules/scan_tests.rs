@@ -186,12 +186,3 @@ fn the_corners_of_the_grammar_are_decided_as_serde_decides_them() {
         agree(raw, &needs);
     }
 }
-
-#[test]
-#[ignore]
-fn print_needs() {
-    let catalog = crate::rules::load(&[]).unwrap();
-    for s in &catalog.sets {
-        eprintln!("{} turns: {:?}", s.id, s.turns.as_ref().map(|t| &t.reads));
-    }
-}

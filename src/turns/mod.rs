@@ -57,7 +57,7 @@ pub struct Options {
     /// Stop reading once this many turns (with a prompt, assistant text or a tool) are seen: the
     /// no-new-content check only needs to know whether there is one.
     pub stop_after_turns: Option<u64>,
-    /// Which turn records to keep (the counts and tool names are the same whatever is kept).
+    /// Which turn records to keep (the counts are the same whatever is kept).
     pub keep: Keep,
 }
 
@@ -68,7 +68,7 @@ pub enum Keep {
     All,
     /// The first and the last turn with a prompt, without assistant text: what `summarize` reads.
     Summary,
-    /// None: only the counts (the turn index).
+    /// None, and no tool names: only the counts (the turn index, a dry run).
     Counts,
 }
 
@@ -93,7 +93,7 @@ pub struct Turns {
     /// Turns with a user prompt, including dropped ones.
     pub user_turns: u64,
     pub total_turns: u64,
-    /// Tool names over the whole part, in order of first use.
+    /// Tool names over the whole part, in order of first use (none with `Keep::Counts`).
     pub tools: Vec<String>,
     #[serde(skip)]
     pub bytes_read: u64,
@@ -321,6 +321,11 @@ impl<'a> Builder<'a> {
     }
 
     fn tool(&mut self, line: u64, ts: &Option<String>, name: String) {
+        if self.opts.keep == Keep::Counts {
+            // Only the counts: a tool answers the turn (or starts one), its name is not kept.
+            self.current(line, ts).answered = true;
+            return;
+        }
         if !self.out.tools.contains(&name) {
             self.out.tools.push(name.clone());
         }
@@ -713,7 +718,13 @@ mod tests {
             assert_eq!(key(&summary), key(&all), "{}", f.display());
             assert_eq!(summary.checkpoint, all.checkpoint, "{}", f.display());
             let counts = read(Keep::Counts);
-            assert!(counts.records.is_empty());
+            assert!(counts.records.is_empty() && counts.tools.is_empty());
+            assert_eq!(
+                (counts.user_turns, counts.total_turns),
+                (all.user_turns, all.total_turns),
+                "{}",
+                f.display()
+            );
             assert_eq!(counts.checkpoint, all.checkpoint, "{}", f.display());
         }
     }

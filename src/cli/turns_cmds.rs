@@ -235,6 +235,8 @@ impl Rows<'_> {
             modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
             size: s.file.size,
             user_turns: s.user_turns,
+            first_prompt: s.prompts.0.as_deref(),
+            last_prompt: s.prompts.1.as_deref(),
             captured_through_line: c.through_line,
             status: c.status,
         }
@@ -263,6 +265,9 @@ struct SessionRow<'a> {
     modified: String,
     size: u64,
     user_turns: Option<u64>,
+    /// The first and the latest prompt, cut to 120 bytes (None without one).
+    first_prompt: Option<&'a str>,
+    last_prompt: Option<&'a str>,
     captured_through_line: Option<u64>,
     status: &'static str,
 }
@@ -287,5 +292,12 @@ fn sessions_human(rows: &Rows, out: &mut Out) {
             r.status
         ));
         out.line(&format!("    {}", r.transcript_path));
+        if let (Some(first), Some(last)) = (r.first_prompt, r.last_prompt) {
+            let one_line = |p: &str| p.split_whitespace().collect::<Vec<_>>().join(" ");
+            out.line(&format!("    first: {}", one_line(first)));
+            if r.user_turns.unwrap_or(0) > 1 {
+                out.line(&format!("    last:  {}", one_line(last)));
+            }
+        }
     }
 }

@@ -60,6 +60,8 @@ pub struct Listed {
     pub file: FoundFile,
     pub examined: Examined,
     pub user_turns: Option<u64>,
+    /// Its first and latest prompt, cut (from the turn index).
+    pub prompts: (Option<String>, Option<String>),
 }
 
 /// What listing cost: transcript bytes read, and how each count was had (from the turn index
@@ -128,7 +130,9 @@ pub fn list(
     let mut counts = Vec::with_capacity(roots.len());
     let mut sessions = Vec::with_capacity(roots.len());
     for ((file, examined), c) in roots.into_iter().zip(counted) {
-        let user_turns = c.map(|c| {
+        let mut prompts = (None, None);
+        let user_turns = c.map(|mut c| {
+            prompts = std::mem::take(&mut c.prompts);
             stats.bytes_read += c.bytes_read;
             match c.how {
                 Counted::Unchanged => stats.turns_unchanged += 1,
@@ -143,6 +147,7 @@ pub fn list(
             file,
             examined,
             user_turns,
+            prompts,
         });
     }
     let everything = max_age.is_none() && repo.is_none();

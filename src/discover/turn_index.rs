@@ -23,9 +23,14 @@ use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-const FORMAT: u32 = 1;
+/// 2: checkpoints remember the first and the latest prompt (an index of 1 is read again once).
+const FORMAT: u32 = 2;
 /// How many bytes before a checkpoint are compared before a read goes on from it.
 const TAIL_BYTES: u64 = 4096;
+
+fn prompts(c: &Checkpoint) -> (Option<String>, Option<String>) {
+    (c.first_prompt.clone(), c.last_prompt.clone())
+}
 
 pub fn path(almanac_home: &Path) -> PathBuf {
     almanac_home.join("state").join("turn-index.jsonl")
@@ -55,6 +60,8 @@ pub struct IndexEntry {
 /// One transcript's user turns, and what the index must learn from the count.
 pub struct Count {
     pub user_turns: u64,
+    /// The transcript's first and latest prompt (cut to `turns::CHECKPOINT_PROMPT_BYTES`).
+    pub prompts: (Option<String>, Option<String>),
     pub how: Counted,
     pub bytes_read: u64,
     /// (device, inode): the file was seen.
@@ -116,6 +123,7 @@ impl TurnIndex {
         if let Some(e) = prior.filter(|e| e.size == stamp.size && e.mtime_ns == stamp.mtime_ns) {
             return Ok(Some(Count {
                 user_turns: e.checkpoint.user_turns,
+                prompts: prompts(&e.checkpoint),
                 how: Counted::Unchanged,
                 bytes_read: 0,
                 file: (stamp.dev, stamp.ino),
@@ -162,6 +170,7 @@ impl TurnIndex {
         };
         Ok(Some(Count {
             user_turns: entry.checkpoint.user_turns,
+            prompts: prompts(&entry.checkpoint),
             how,
             bytes_read,
             file: (stamp.dev, stamp.ino),

@@ -19,6 +19,8 @@ pub const USER_MAX_BYTES: usize = 2 * 1024;
 pub const ASSISTANT_MAX_BYTES: usize = 4 * 1024;
 pub const MAX_TURNS: usize = 500;
 pub const DROP_OLDEST_ON_OVERFLOW: usize = 100;
+/// The first and the latest prompt a checkpoint remembers (the turn index keeps one per transcript).
+pub const CHECKPOINT_PROMPT_BYTES: usize = 120;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -123,6 +125,11 @@ pub struct Checkpoint {
     pub skip_open: Option<usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub armed: Vec<bool>,
+    /// The first and the latest user prompt read so far, each cut to `CHECKPOINT_PROMPT_BYTES`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_prompt: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -154,6 +161,8 @@ struct Builder<'a> {
     current: Option<Current>,
     /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
     queued: Vec<String>,
+    /// The first and the latest prompt, cut for the checkpoint.
+    prompts: (Option<String>, Option<String>),
     out: Turns,
 }
 
@@ -195,6 +204,9 @@ impl<'a> Builder<'a> {
         };
         if let Some(u) = user {
             self.out.user_turns += 1;
+            let hint = cut(&u, CHECKPOINT_PROMPT_BYTES).0;
+            self.prompts.0.get_or_insert_with(|| hint.clone());
+            self.prompts.1 = Some(hint);
             let (text, was_cut) = cut(&u, self.opts.user_max);
             if was_cut {
                 rec.truncated.push("user");
@@ -214,6 +226,7 @@ impl<'a> Builder<'a> {
         self.out.user_turns = c.user_turns;
         self.out.total_turns = c.total_turns;
         self.queued = c.queued.clone();
+        self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
         self.current = c.open.as_ref().map(|o| Current {
             rec: TurnRecord {
                 kind: "turn",
@@ -247,6 +260,8 @@ impl<'a> Builder<'a> {
             queued: self.queued.clone(),
             skip_open: skipper.open,
             armed: skipper.armed.clone(),
+            first_prompt: self.prompts.0.clone(),
+            last_prompt: self.prompts.1.clone(),
         }
     }
 
@@ -448,6 +463,7 @@ pub fn extract<R: Read>(
         marker: None,
         current: None,
         queued: Vec::new(),
+        prompts: (None, None),
         out: Turns::default(),
     };
     let mut lines = LineReader::new(reader);
@@ -685,8 +701,12 @@ mod tests {
                     f.display()
                 );
                 let rest = read(*end, bytes.len(), c.line, Some(c));
-                let got = (rest.user_turns, rest.total_turns, rest.checkpoint.offset);
-                let want = (whole.user_turns, whole.total_turns, whole.checkpoint.offset);
+                let key = |t: &Turns| {
+                    let c = &t.checkpoint;
+                    let prompts = (c.first_prompt.clone(), c.last_prompt.clone());
+                    (t.user_turns, t.total_turns, c.offset, prompts)
+                };
+                let (got, want) = (key(&rest), key(&whole));
                 assert_eq!(got, want, "{} cut after line {}", f.display(), n + 1);
             }
         }
@@ -717,6 +737,16 @@ mod tests {
             assert!(summary.records.len() <= 2);
             assert_eq!(key(&summary), key(&all), "{}", f.display());
             assert_eq!(summary.checkpoint, all.checkpoint, "{}", f.display());
+            // The checkpoint's prompts are the first and the last turn record's, cut.
+            let prompts: Vec<String> = all
+                .records
+                .iter()
+                .filter_map(|r| r.user.as_deref())
+                .map(|u| cut(u, CHECKPOINT_PROMPT_BYTES).0)
+                .collect();
+            let c = &all.checkpoint;
+            assert_eq!(c.first_prompt.as_ref(), prompts.first(), "{}", f.display());
+            assert_eq!(c.last_prompt.as_ref(), prompts.last(), "{}", f.display());
             let counts = read(Keep::Counts);
             assert!(counts.records.is_empty() && counts.tools.is_empty());
             assert_eq!(

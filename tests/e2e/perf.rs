@@ -125,6 +125,25 @@ fn sessions(l: &crate::live::Live) -> serde_json::Value {
     json_ok(l.w.almanac().args(["capture", "sessions", "--json"]))
 }
 
+/// Each row's transcript with its first and latest prompt, sorted.
+fn prompts(s: &serde_json::Value) -> Vec<(String, String, String)> {
+    let mut v: Vec<(String, String, String)> = s["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or("(none)").to_string();
+            (
+                text("transcriptPath"),
+                text("firstPrompt"),
+                text("lastPrompt"),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 fn turns_of(s: &serde_json::Value) -> Vec<(String, u64)> {
     s["sessions"]
         .as_array()
@@ -149,14 +168,11 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
         l.w.home()
             .join(".claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-000000000002.jsonl");
     write_aged(&l.transcript, l.lines(0..4).as_bytes(), HOURS_2);
-    let other: String = (0..2)
-        .map(|i| {
-            claude_line(
-                "5e551011-aaaa-4bbb-8ccc-000000000002",
-                &l.repo,
-                &format!("other {i}"),
-            )
-        })
+    // Its last prompt is longer than the 120 bytes a row quotes, in two-byte characters.
+    let long = "é".repeat(100);
+    let other: String = ["other 0", "other 1", long.as_str()]
+        .iter()
+        .map(|p| claude_line("5e551011-aaaa-4bbb-8ccc-000000000002", &l.repo, p))
         .collect();
     write_aged(&second, other.as_bytes(), HOURS_2);
     let path = |p: &std::path::Path| p.display().to_string();
@@ -172,13 +188,29 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     };
 
     let cold = sessions(&l);
-    assert_eq!(sorted(&cold), want(4, 2), "{cold}");
+    assert_eq!(sorted(&cold), want(4, 3), "{cold}");
+    // The first and the latest prompt of each, as the files hold them (the long one cut to 120 bytes
+    // on a character boundary: 60 of its characters).
+    let cut: String = long.chars().take(60).collect();
+    let prompts_want = |last: &str| {
+        let mut v = vec![
+            (
+                path(&l.transcript),
+                "message 0".to_string(),
+                last.to_string(),
+            ),
+            (path(&second), "other 0".to_string(), cut.clone()),
+        ];
+        v.sort();
+        v
+    };
+    assert_eq!(prompts(&cold), prompts_want("message 3"), "{cold}");
     assert_eq!(cold["stats"]["turnsReadWhole"], 2, "{cold}");
     let index = l.w.almanac_home().join("state/turn-index.jsonl");
     assert!(index.is_file());
 
     let warm = sessions(&l);
-    assert_eq!(sorted(&warm), want(4, 2));
+    assert_eq!(sorted(&warm), want(4, 3));
     assert_eq!(
         warm["stats"]["bytesRead"], 0,
         "nothing changed, nothing read: {warm}"
@@ -190,7 +222,8 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     let grown = std::fs::read_to_string(&l.transcript).unwrap() + &l.lines(4..6);
     write_aged(&l.transcript, grown.as_bytes(), HOURS_2);
     let s = sessions(&l);
-    assert_eq!(sorted(&s), want(6, 2), "{s}");
+    assert_eq!(sorted(&s), want(6, 3), "{s}");
+    assert_eq!(prompts(&s), prompts_want("message 5"), "{s}");
     assert_eq!(
         (
             s["stats"]["turnsResumed"].as_u64(),
@@ -212,7 +245,8 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     std::fs::write(&l.transcript, &rewritten).unwrap();
     set_age(&l.transcript, HOURS_2);
     let s = sessions(&l);
-    assert_eq!(sorted(&s), want(3, 2), "{s}");
+    assert_eq!(sorted(&s), want(3, 3), "{s}");
+    assert_eq!(prompts(&s), prompts_want("message 2"), "{s}");
     assert_eq!(s["stats"]["turnsReadWhole"], 1, "{s}");
 
     // Replaced by a new file (new inode) that holds more: counted from the start.
@@ -221,7 +255,7 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     std::fs::rename(&tmp, &l.transcript).unwrap();
     set_age(&l.transcript, HOURS_2);
     let s = sessions(&l);
-    assert_eq!(sorted(&s), want(5, 2), "{s}");
+    assert_eq!(sorted(&s), want(5, 3), "{s}");
     assert_eq!(s["stats"]["turnsReadWhole"], 1, "{s}");
 
     // A corrupt or deleted index changes no count.
@@ -230,10 +264,10 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
         "{\"almanacTurnIndex\":1,\"fingerprint\":\"x\"}\nnot json\n",
     )
     .unwrap();
-    assert_eq!(sorted(&sessions(&l)), want(5, 2));
+    assert_eq!(sorted(&sessions(&l)), want(5, 3));
     std::fs::remove_file(&index).unwrap();
     let s = sessions(&l);
-    assert_eq!(sorted(&s), want(5, 2));
+    assert_eq!(sorted(&s), want(5, 3));
     assert_eq!(s["stats"]["turnsReadWhole"], 2, "{s}");
 
     // Listing another app, or one repo, forgets nothing of these.

@@ -121,18 +121,26 @@ impl<'a> Scanner<'a> {
                 }
                 None => self.skip(depth)?,
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Ok(Value::Object(out));
-                }
-                _ => return Err(Scan::Invalid),
+            if self.closed(b'}')? {
+                return Ok(Value::Object(out));
             }
+        }
+    }
+
+    /// After a member or an element: a comma (and the next one), or `close`. Whether it was `close`.
+    fn closed(&mut self, close: u8) -> R<bool> {
+        self.ws();
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                self.ws();
+                Ok(false)
+            }
+            c if c == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(Scan::Invalid),
         }
     }
 
@@ -150,17 +158,8 @@ impl<'a> Scanner<'a> {
         }
         loop {
             out.push(self.value(el, depth)?);
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.i += 1;
-                    return Ok(Value::Array(out));
-                }
-                _ => return Err(Scan::Invalid),
+            if self.closed(b']')? {
+                return Ok(Value::Array(out));
             }
         }
     }

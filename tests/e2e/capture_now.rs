@@ -234,20 +234,7 @@ fn ctrl_c_in_the_foreground_stops_the_agent_and_keeps_the_cursor() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pid_file = l.fake.join("agent.pid");
-    let start = std::time::Instant::now();
-    while !pid_file.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the agent started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let agent: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let agent = wait_for_pid(&l.fake.join("agent.pid"));
     // Ctrl-C at a terminal sends SIGINT to almanac's process group; the agent has a group of its own.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let start = std::time::Instant::now();

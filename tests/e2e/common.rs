@@ -135,3 +135,23 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// The pid a test agent wrote to `file` (`echo $$ > file`), once it is there: the shell creates the
+/// file before it writes the number, so an empty file is waited on too.
+pub fn wait_for_pid(file: &Path) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        let pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
+        if let Some(pid) = pid {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no pid in {} after 30 s",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -451,14 +451,7 @@ fn a_worker_killed_mid_run_is_marked_lost_and_retried() {
         .unwrap()
         .to_string();
     // Wait for the agent to be running, then SIGKILL the worker (and the agent it started).
-    let start = Instant::now();
-    while !l.fake.join("agent.pid").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "agent never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let agent = wait_for_pid(&l.fake.join("agent.pid"));
     let run = l
         .runs()
         .into_iter()
@@ -466,11 +459,6 @@ fn a_worker_killed_mid_run_is_marked_lost_and_retried() {
         .unwrap();
     assert_eq!(run["status"], "running");
     let worker = run["pid"].as_i64().unwrap() as i32;
-    let agent: i32 = std::fs::read_to_string(l.fake.join("agent.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     unsafe {
         libc::kill(worker, libc::SIGKILL);
         libc::kill(agent, libc::SIGKILL);

@@ -138,13 +138,7 @@ fn an_agent_orphaned_by_a_killed_worker_never_runs_beside_a_second_one() {
     write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
     let (code, v) = l.sweep(&[]);
     assert_eq!(code, 0, "{v}");
-    let pid_file = l.fake.join("agent.pid");
-    wait_for("the agent", 30, || pid_file.is_file());
-    let orphan: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let orphan = wait_for_pid(&l.fake.join("agent.pid"));
     let _cleanup = KillGroup(orphan);
     // The worker records the agent's process group right after starting it; under load the agent can
     // write its pid file first. Kill the worker only once the group is recorded (the gap before that

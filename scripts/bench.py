@@ -9,7 +9,8 @@
 (c) cold `capture sweep --dry-run` (no ledger, no discovery cache; every new part is read and checked,
     whatever the run budget then starts)
 (d) a live sweep when nothing changed since the last capture (ledgers current: every transcript is
-    captured once by a no-op agent first)
+    captured once by a no-op agent first); also in words, as the scheduler runs it (skipped transcripts
+    only counted)
 (e) a dry run after 1% of the transcripts grew (reads only those: prefix check plus new bytes)
 (f) a cold dry run with an unlimited run budget (`--max-runs 1000000`): every eligible part's turns counted
 (g) `capture sessions --json`, warm (user turns from the turn index: no transcript byte read when nothing
@@ -230,6 +231,8 @@ def main():
     run(sweep + ["--max-runs", "100000000"], env=env, stdout=None)  # records anything the first pass left
     td = best(3, lambda: run(sweep, env=env, stdout=None))
     d = json.loads(td[2])["summary"]
+    # The same sweep in words, as the scheduler runs it: skipped transcripts are counted, not listed.
+    tdw = best(3, lambda: run(sweep[:3] + sweep[4:], env=env))
     assert d["eligible"] == 0, f"(d) expected nothing to capture, got {d['eligible']}"
 
     # 1% of root transcripts grow by one user turn.
@@ -258,6 +261,7 @@ def main():
         ("(b) read every byte: find | xargs wc -l", tb, None),
         ("(c) cold capture sweep --dry-run", tc, c_stats["bytesRead"]),
         ("(d) live sweep, nothing changed", td, d["stats"]["bytesRead"]),
+        ("(d) the same in words (what cron runs)", tdw, 0),
         (f"(e) dry run, {len(grown)} transcripts (1%) grew", te, e["stats"]["bytesRead"]),
         ("(f) cold dry run, --max-runs 1000000", tf, f_sum["stats"]["bytesRead"]),
         (f"(g) capture sessions --json ({g_rows} rows)", tg, ""),
@@ -274,8 +278,8 @@ def main():
           f"({grown_bytes} bytes in them); {g2['turnsResumed']} resumed, {g2['turnsReadWhole']} read whole, {g2['turnsUnchanged']} unchanged")
     if a.sessions >= 100000:
         mib = lambda kib: kib / 1024
-        print(f"(h) 100k: no-change sweep {td[0]:.3f} s (target < 1.5), {mib(td[1]):.1f} MiB; capture sessions {tg[0]:.3f} s "
-              f"(target < 2), {mib(tg[1]):.1f} MiB (target < 64 MiB each)")
+        print(f"(h) 100k: no-change sweep {td[0]:.3f} s (target < 1.5), {mib(td[1]):.1f} MiB ({tdw[0]:.3f} s, {mib(tdw[1]):.1f} MiB "
+              f"in words); capture sessions {tg[0]:.3f} s (target < 2), {mib(tg[1]):.1f} MiB (target < 64 MiB each)")
     print(f"(e) bytesRead = {e['stats']['bytesRead']} for {grown_bytes} bytes in the grown files; eligible {e['eligible']} of {len(grown)}")
     if a.big_mib:
         big = corpus / "big"

@@ -237,6 +237,7 @@ fn dry_sweep(cx: &Context, config: &Config, catalog: &Catalog) -> Summary {
             agent: config.capture.agent.clone(),
             budget: config.budget,
             manual: None,
+            list_skipped: true,
         },
     )
 }

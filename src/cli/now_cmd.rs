@@ -78,6 +78,7 @@ pub(super) fn now_command(
         agent,
         budget,
         manual: Some(manual),
+        list_skipped: true,
     };
     let outcome = sweep::now::now(&catalog, cx, &options, &target).map_err(Failure::Usage)?;
     let note = still_written(&catalog, cx, &config, &outcome);

@@ -83,12 +83,8 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
     }
     out.line(&format!("  eligible: {}", s.eligible));
     out.line(&format!("  {verb}: {}", s.started.len()));
-    out.line(&format!("  skipped: {}", s.skipped.len()));
-    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
-    for item in &s.skipped {
-        *by_reason.entry(item.reason.code()).or_default() += 1;
-    }
-    for (reason, n) in by_reason {
+    out.line(&format!("  skipped: {}", s.skipped_total()));
+    for (reason, n) in &s.skipped_by_reason {
         out.line(&format!("    {reason}: {n}"));
     }
     out.line(&format!("  needs attention: {}", s.needs_attention.len()));

@@ -57,6 +57,8 @@ pub(super) fn sweep_command(
         agent: config.capture.agent.clone(),
         budget,
         manual: None,
+        // Words show skipped transcripts only as counts (what the scheduler runs); JSON lists them.
+        list_skipped: out.is_json(),
     };
     let summary = sweep::run(&catalog, cx, &options);
     let code = if args.strict && !summary.needs_attention.is_empty() {

@@ -37,6 +37,8 @@ pub struct SweepOptions {
     pub budget: crate::config::Budget,
     /// `capture now`: one session, by hand (None for a sweep).
     pub manual: Option<Manual>,
+    /// List every skipped transcript in the summary (else only count them by reason).
+    pub list_skipped: bool,
 }
 
 /// How `capture now` differs from a sweep past choosing its one session.
@@ -54,6 +56,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     let live = !opts.dry_run;
     let since = opts.settings.capture_since.map(policy::iso);
     let mut summary = Summary::new(opts.dry_run, since);
+    summary.list_skipped = opts.list_skipped;
     let gathered = gather::gather(catalog, cx, &opts.apps, live, &mut summary, &trace);
     phases(
         catalog,
@@ -149,7 +152,7 @@ pub fn write_last_sweep(cx: &Context, summary: &Summary, exit: i32) -> std::io::
         "scanned": summary.scanned,
         "eligible": summary.eligible,
         "started": summary.started.len(),
-        "skipped": summary.skipped.len(),
+        "skipped": summary.skipped_total(),
         "needsAttention": summary.needs_attention.len(),
         "counts": summary.counts,
     });

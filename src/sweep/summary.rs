@@ -112,6 +112,13 @@ pub struct Summary {
     pub counts: BTreeMap<&'static str, u64>,
     pub totals: Totals,
     pub stats: Stats,
+    /// Whether skipped transcripts are listed (`--json`, `doctor`, `capture now`) or only counted (a
+    /// sweep's words, what the scheduler runs: 100k unchanged sessions are a line, not 40 MB held).
+    #[serde(skip)]
+    pub list_skipped: bool,
+    /// Skipped transcripts by reason, listed or not.
+    #[serde(skip)]
+    pub skipped_by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl Summary {
@@ -128,7 +135,14 @@ impl Summary {
             counts: BTreeMap::new(),
             totals: Totals::default(),
             stats: Stats::default(),
+            list_skipped: true,
+            skipped_by_reason: BTreeMap::new(),
         }
+    }
+
+    /// How many transcripts were skipped, listed or not.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped_by_reason.values().sum()
     }
 
     pub fn count(&mut self, reason: Reason) {
@@ -137,7 +151,13 @@ impl Summary {
 
     pub fn skip(&mut self, item: SkippedItem) {
         self.count(item.reason);
-        self.skipped.push(item);
+        *self
+            .skipped_by_reason
+            .entry(item.reason.code())
+            .or_default() += 1;
+        if self.list_skipped {
+            self.skipped.push(item);
+        }
     }
 
     pub fn attention(&mut self, item: SkippedItem) {

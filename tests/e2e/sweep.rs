@@ -494,6 +494,22 @@ fn human_summary_names_counts_and_sessions() {
     assert!(text.contains("  would start: 2"), "{text}");
     assert!(text.contains("    no-almanac-repo: 1"), "{text}");
     assert!(text.contains("    quiet-window: 1"), "{text}");
+    // Words only count skipped transcripts (they are not held for a list no one prints): the counts
+    // are the JSON list's, reason by reason.
+    let json = m.w.dry_run(&[]);
+    let listed = items(&json, "skipped");
+    assert!(
+        text.contains(&format!("  skipped: {}\n", listed.len())),
+        "{text}"
+    );
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
+    for i in &listed {
+        *by_reason.entry(i["reason"].as_str().unwrap()).or_default() += 1;
+    }
+    assert_eq!(by_reason.len(), 2, "{json}");
+    for (reason, n) in by_reason {
+        assert!(text.contains(&format!("    {reason}: {n}\n")), "{text}");
+    }
     assert!(
         text.contains("subagent transcripts (not captured): 3"),
         "{text}"

@@ -136,7 +136,7 @@ fn explain_json(catalog: &Catalog, e: &Explained<'_>) -> serde_json::Value {
         "headError": head_error,
         "fields": fields,
         "sessionId": ex.session_id,
-        "cwd": ex.cwd,
+        "cwd": ex.cwd.as_deref(),
         "subagent": head.and_then(|h| h.subagent.clone()),
         "excluded": head.and_then(|h| h.excluded.clone()),
         "repoRoot": ex.repo.as_ref().map(|r| r.display().to_string()),

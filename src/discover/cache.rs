@@ -22,7 +22,8 @@ pub struct Cached {
     pub app: String,
     pub stamp: Stamp,
     pub session_id: Option<String>,
-    pub cwd: Option<String>,
+    /// Shared with every other session of the same cwd.
+    pub cwd: Option<std::sync::Arc<str>>,
     pub subagent: bool,
     pub excluded: Option<String>,
 }
@@ -196,7 +197,7 @@ impl Cache {
             app: app.to_string(),
             stamp: s.stamp.clone(),
             session_id: s.session_id.as_deref().map(str::to_string),
-            cwd: s.cwd.as_deref().map(str::to_string),
+            cwd: s.cwd.clone(),
             subagent: s.subagent,
             excluded: s.excluded.as_deref().map(str::to_string),
         })

@@ -13,7 +13,8 @@ pub struct Examined {
     /// Why the head could not be read.
     pub error: Option<String>,
     pub session_id: Option<String>,
-    pub cwd: Option<String>,
+    /// Shared with the other sessions of the same cwd when it came from the discovery cache.
+    pub cwd: Option<std::sync::Arc<str>>,
     pub repo: Option<PathBuf>,
     pub subagent: bool,
     /// The exclude_when test that held, if any.
@@ -25,7 +26,7 @@ impl Examined {
         match scan {
             Ok(h) => Examined {
                 session_id: h.get("session_id").map(str::to_string),
-                cwd: h.get("cwd").map(str::to_string),
+                cwd: h.get("cwd").map(std::sync::Arc::from),
                 subagent: h.subagent.is_some(),
                 excluded: h.excluded.as_ref().map(|v| v.reason.clone()),
                 scan: Some(Box::new(h)),
@@ -44,15 +45,15 @@ impl Examined {
         }
     }
 
-    pub fn from_cache(c: &cache::Cached) -> Examined {
+    pub fn from_cache(c: cache::Cached) -> Examined {
         Examined {
             scan: None,
             error: None,
-            session_id: c.session_id.clone(),
-            cwd: c.cwd.clone(),
+            session_id: c.session_id,
+            cwd: c.cwd,
             repo: None,
             subagent: c.subagent,
-            excluded: c.excluded.clone(),
+            excluded: c.excluded,
         }
     }
 }

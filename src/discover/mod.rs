@@ -189,6 +189,7 @@ fn walk_root(
         app: std::sync::Arc::from(rule.id.as_str()),
     };
     let found = walk_parallel(&at, stats).unwrap_or_else(|| walk_sequential(&at, stats));
+    out.reserve_exact(found.len());
     for f in found {
         if seen.insert(f.file_id) {
             out.push(f);

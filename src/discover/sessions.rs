@@ -17,7 +17,7 @@ pub fn heads(
 ) -> Vec<(Examined, Option<u64>)> {
     crate::util::par::map(files, |file| {
         match head_cache.get(&file.path, &file.app, &file.stamp()) {
-            Some(c) => (Examined::from_cache(&c), None),
+            Some(c) => (Examined::from_cache(c), None),
             None => {
                 let Some(rule) = catalog.get(&file.app) else {
                     return (Examined::from_head(Err("no rule set".into())), None);
@@ -61,7 +61,7 @@ pub struct Listed {
     pub examined: Examined,
     pub user_turns: Option<u64>,
     /// Its first and latest prompt, cut (from the turn index).
-    pub prompts: (Option<String>, Option<String>),
+    pub prompts: (Option<crate::turns::Prompt>, Option<crate::turns::Prompt>),
 }
 
 /// What listing cost: transcript bytes read, and how each count was had (from the turn index

@@ -22,6 +22,9 @@ pub const DROP_OLDEST_ON_OVERFLOW: usize = 100;
 /// The first and the latest prompt a checkpoint remembers (the turn index keeps one per transcript).
 pub const CHECKPOINT_PROMPT_BYTES: usize = 120;
 
+/// A prompt a checkpoint remembers: shared, not copied, by the turn index and the rows it serves.
+pub type Prompt = std::sync::Arc<str>;
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnRecord {
@@ -127,9 +130,9 @@ pub struct Checkpoint {
     pub armed: Vec<bool>,
     /// The first and the latest user prompt read so far, each cut to `CHECKPOINT_PROMPT_BYTES`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_prompt: Option<String>,
+    pub first_prompt: Option<Prompt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_prompt: Option<String>,
+    pub last_prompt: Option<Prompt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -162,7 +165,7 @@ struct Builder<'a> {
     /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
     queued: Vec<String>,
     /// The first and the latest prompt, cut for the checkpoint.
-    prompts: (Option<String>, Option<String>),
+    prompts: (Option<Prompt>, Option<Prompt>),
     out: Turns,
 }
 
@@ -204,7 +207,7 @@ impl<'a> Builder<'a> {
         };
         if let Some(u) = user {
             self.out.user_turns += 1;
-            let hint = cut(&u, CHECKPOINT_PROMPT_BYTES).0;
+            let hint: Prompt = cut(&u, CHECKPOINT_PROMPT_BYTES).0.into();
             self.prompts.0.get_or_insert_with(|| hint.clone());
             self.prompts.1 = Some(hint);
             let (text, was_cut) = cut(&u, self.opts.user_max);
@@ -745,8 +748,10 @@ mod tests {
                 .map(|u| cut(u, CHECKPOINT_PROMPT_BYTES).0)
                 .collect();
             let c = &all.checkpoint;
-            assert_eq!(c.first_prompt.as_ref(), prompts.first(), "{}", f.display());
-            assert_eq!(c.last_prompt.as_ref(), prompts.last(), "{}", f.display());
+            let first = prompts.first().map(String::as_str);
+            assert_eq!(c.first_prompt.as_deref(), first, "{}", f.display());
+            let last = prompts.last().map(String::as_str);
+            assert_eq!(c.last_prompt.as_deref(), last, "{}", f.display());
             let counts = read(Keep::Counts);
             assert!(counts.records.is_empty() && counts.tools.is_empty());
             assert_eq!(

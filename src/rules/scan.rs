@@ -79,15 +79,21 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn object(&mut self, need: &Need, depth: u32) -> R<Value> {
+    /// Steps into the array or object at `self.i`, at `depth`; whether it is empty (and stepped over).
+    fn open(&mut self, depth: u32, close: u8) -> R<bool> {
         if depth > MAX_DEPTH {
             return Err(Scan::Invalid);
         }
         self.i += 1;
-        let mut out = Map::new();
         self.ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
+        let empty = self.peek()? == close;
+        self.i += empty as usize;
+        Ok(empty)
+    }
+
+    fn object(&mut self, need: &Need, depth: u32) -> R<Value> {
+        let mut out = Map::new();
+        if self.open(depth, b'}')? {
             return Ok(Value::Object(out));
         }
         loop {
@@ -145,15 +151,9 @@ impl<'a> Scanner<'a> {
     }
 
     fn array(&mut self, need: &Need, depth: u32) -> R<Value> {
-        if depth > MAX_DEPTH {
-            return Err(Scan::Invalid);
-        }
-        self.i += 1;
         let el = need.element();
         let mut out = Vec::new();
-        self.ws();
-        if self.peek()? == b']' {
-            self.i += 1;
+        if self.open(depth, b']')? {
             return Ok(Value::Array(out));
         }
         loop {

@@ -1,0 +1,56 @@
+//! The `skip` regions of a `turns` section: records that belong to no turn (a Claude sidechain, a
+//! Codex subagent's copied history), followed as the records go by.
+
+use serde_json::Value;
+
+/// The `skip` regions of a `turns` section, as records go by.
+pub(super) struct Skipper<'a> {
+    skips: &'a [crate::rules::Skip],
+    /// Which skip's region is open.
+    pub(super) open: Option<usize>,
+    /// Per skip: whether its `after` record has been read (true when it has none).
+    pub(super) armed: Vec<bool>,
+}
+
+impl<'a> Skipper<'a> {
+    pub(super) fn new(skips: &'a [crate::rules::Skip]) -> Self {
+        Skipper {
+            skips,
+            open: None,
+            armed: skips.iter().map(|s| s.after.is_none()).collect(),
+        }
+    }
+
+    /// Whether some skip still waits for its `after` record (lines before the part must be read).
+    pub(super) fn waiting(&self) -> bool {
+        self.armed.iter().any(|a| !a)
+    }
+
+    pub(super) fn arm(&mut self, record: &Value) {
+        for (s, armed) in self.skips.iter().zip(self.armed.iter_mut()) {
+            if !*armed && s.after.as_ref().is_some_and(|a| a.holds(record)) {
+                *armed = true;
+            }
+        }
+    }
+
+    /// Whether `record` (on transcript line `line`) is inside a skipped region.
+    pub(super) fn skips(&mut self, line: u64, record: &Value) -> bool {
+        if let Some(i) = self.open {
+            if !self.skips[i].until.holds(record) {
+                return true;
+            }
+            self.open = None;
+        }
+        let start =
+            self.skips.iter().enumerate().position(|(i, s)| {
+                self.armed[i] && line >= s.earliest_line && s.from.holds(record)
+            });
+        self.arm(record);
+        if start.is_some() {
+            self.open = start;
+            return true;
+        }
+        false
+    }
+}

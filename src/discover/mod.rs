@@ -189,6 +189,8 @@ fn walk_root(
         app: std::sync::Arc::from(rule.id.as_str()),
     };
     let found = walk_parallel(&at, stats).unwrap_or_else(|| walk_sequential(&at, stats));
+    // Exactly: grown by doubling, a 150k-file list leaves up to 10 MB unused while every head is held
+    // beside it.
     out.reserve_exact(found.len());
     for f in found {
         if seen.insert(f.file_id) {

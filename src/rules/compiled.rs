@@ -64,8 +64,8 @@ pub struct TurnsRule {
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
     /// that (`rules::needs`).
     pub reads: super::needs::Need,
-    /// The byte searches that pass a line on to the parse, built once with the rules (None only while
-    /// they are compiled).
+    /// The byte searches that pass a line on to the parse, built once with the rules (`compile` always
+    /// sets it; None only while it builds the rest).
     pub filter: Option<super::prefilter::Prefilter>,
 }
 

@@ -432,14 +432,7 @@ pub fn extract<R: Read>(
             skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
         }
     }
-    let built;
-    let filter = match &turns.filter {
-        Some(f) => f,
-        None => {
-            built = crate::rules::prefilter::Prefilter::new(turns);
-            &built
-        }
-    };
+    let filter = turns.filter.as_ref().expect("compiled with its rules");
     while let Some(l) = lines.next_line()? {
         let line = first_line + l.number - 1;
         if !l.terminated {

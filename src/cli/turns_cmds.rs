@@ -204,20 +204,27 @@ fn captured_states(cx: &Context, sessions: &[discover::sessions::Listed]) -> Vec
             by_repo.entry(r.as_path()).or_default().push(i);
         }
     }
-    for (repo, idx) in by_repo {
+    // Ledgers are read on every core (at 100k sessions, reading 50 ledgers one after the other was a
+    // fifth of the listing), each kept only while its sessions take their two facts.
+    let repos: Vec<(&Path, Vec<usize>)> = by_repo.into_iter().collect();
+    let found = crate::util::par::map(&repos, |(repo, idx)| {
         let Ok(loaded) = ledger::load(repo, cx.now, false) else {
-            continue;
+            return Vec::new();
         };
-        for i in idx {
-            let s = &sessions[i];
-            let sid = s.examined.session_id.as_deref().unwrap_or_default();
-            if let Some(e) = loaded.ledger.entries.get(&key(&s.file.app, sid)) {
-                out[i] = Captured {
-                    through_line: Some(e.last_captured_line),
-                    status: e.status.code(),
-                };
-            }
-        }
+        idx.iter()
+            .filter_map(|&i| {
+                let s = &sessions[i];
+                let sid = s.examined.session_id.as_deref().unwrap_or_default();
+                let e = loaded.ledger.entries.get(&key(&s.file.app, sid))?;
+                Some((i, e.last_captured_line, e.status.code()))
+            })
+            .collect()
+    });
+    for (i, line, status) in found.into_iter().flatten() {
+        out[i] = Captured {
+            through_line: Some(line),
+            status,
+        };
     }
     out
 }

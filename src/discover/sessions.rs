@@ -93,9 +93,13 @@ pub fn list(
     repo: Option<&std::path::Path>,
 ) -> Listing {
     use super::turn_index::{self, Counted, TurnIndex};
-    let files = super::locate::recent(catalog, cx, apps, max_age);
     let cache_file = cache::path(&cx.almanac_home);
-    let head_cache = cache::Cache::load(&cache_file, &catalog.fingerprint);
+    // The discovery cache loads while the stores are walked.
+    let (files, head_cache) = std::thread::scope(|sc| {
+        let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
+        let files = super::locate::recent(catalog, cx, apps, max_age);
+        (files, loader.join().unwrap_or_default())
+    });
     let heads = heads(catalog, &head_cache, &files);
     let mut stats = ListStats {
         bytes_read: heads.iter().filter_map(|(_, r)| *r).sum(),

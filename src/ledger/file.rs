@@ -139,7 +139,8 @@ fn load_file(
         }
         Err(e) => return Err(e),
     };
-    check_version(&path, &text).map_err(std::io::Error::other)?;
+    // Parsed whole first: a ledger of our version needs no separate look at its version (a second
+    // pass over the file); anything else is checked for a newer version before it is called corrupt.
     let error = match serde_json::from_slice::<Ledger>(&text) {
         Ok(l) if l.version == LEDGER_VERSION => {
             return Ok(Loaded {
@@ -150,6 +151,7 @@ fn load_file(
         Ok(l) => format!("unknown ledger version {}", l.version),
         Err(e) => e.to_string(),
     };
+    check_version(&path, &text).map_err(std::io::Error::other)?;
     let moved_to = path.with_file_name(format!(
         "{LEDGER_FILE}.corrupt-{}",
         now.format("%Y%m%dT%H%M%S%3fZ")

@@ -20,10 +20,6 @@ impl RepoState {
     /// Reads the repo's ledger. `live` renames a corrupt ledger aside; a dry run only reports it.
     pub fn load(repo: &Path, now: DateTime<Utc>, live: bool) -> std::io::Result<RepoState> {
         let loaded = super::load(repo, now, live)?;
-        // Only after the ledger is known to be ours (a newer one's directory is left alone).
-        if live {
-            crate::util::atomic::remove_stale_temps(&runs_dir(repo));
-        }
         Ok(RepoState {
             repo: repo.to_path_buf(),
             dirty: loaded.corrupt.is_some(),
@@ -124,7 +120,11 @@ impl RepoState {
             .any(|e| e.status == EntryStatus::Pending)
     }
 
+    /// Writes the ledger, first removing temp files an interrupted write left in the runs directory
+    /// (here, not on every load: listing a runs directory of thousands of records cost a no-change sweep
+    /// a fifth of its ledger time at 100k sessions, and a temp file harms nothing until then).
     pub fn save(&mut self, now: DateTime<Utc>) -> std::io::Result<()> {
+        crate::util::atomic::remove_stale_temps(&runs_dir(&self.repo));
         super::save(&self.repo, &mut self.ledger, now)
     }
 }

@@ -27,6 +27,7 @@ fn resolve_repo(cx: &Context, repo: Option<PathBuf>) -> Result<PathBuf, Failure>
         }
         None => RepoMapper::new(&cx.almanac_home)
             .map(&cwd.to_string_lossy())
+            .map(|r| r.to_path_buf())
             .ok_or_else(|| {
                 Failure::Usage(format!(
                     "no .almanac/ at or above {}; pass --repo DIR or run `almanac init`",
@@ -210,7 +211,7 @@ pub fn reset(
     let ex = crate::discover::examine(m.rule, &file, &mut mapper);
     let repo = match repo {
         Some(r) => resolve_repo(cx, Some(r))?,
-        None => ex.repo.clone().ok_or_else(|| {
+        None => ex.repo.as_deref().map(Path::to_path_buf).ok_or_else(|| {
             Failure::Usage(format!(
                 "{}: no repo with .almanac/ for this transcript's cwd; pass --repo DIR",
                 file.path.display()

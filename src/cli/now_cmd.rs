@@ -54,6 +54,7 @@ pub(super) fn now_command(
         (None, None) => Target::Latest(
             RepoMapper::new(&cx.almanac_home)
                 .map(&cwd.to_string_lossy())
+                .map(|r| r.to_path_buf())
                 .ok_or_else(|| {
                     Failure::Usage(format!(
                         "no .almanac/ at or above {}: pass a transcript or --session ID",

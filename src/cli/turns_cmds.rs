@@ -159,8 +159,17 @@ pub fn sessions(
         }
         None => None,
     };
-    let listing = discover::sessions::list(catalog, cx, &a.apps, a.max_age, repo_filter.as_deref());
+    let trace = crate::sweep::Trace::new(std::time::Instant::now());
+    let listing = discover::sessions::list(
+        catalog,
+        cx,
+        &a.apps,
+        a.max_age,
+        repo_filter.as_deref(),
+        &trace,
+    );
     let captured = captured_states(cx, &listing.sessions);
+    trace.mark("ledgers read");
     let rows = Rows(&listing.sessions, &captured);
     // Streamed, each row made as it is written: 100k rows are never all in memory at once.
     #[derive(serde::Serialize)]
@@ -177,6 +186,9 @@ pub fn sessions(
         },
         |out| sessions_human(&rows, out),
     );
+    trace.mark("written");
+    // The process ends here: freeing 100k rows one by one cost a tenth of a second at 100k sessions.
+    std::mem::forget(listing);
     Ok(EXIT_OK)
 }
 
@@ -201,7 +213,7 @@ fn captured_states(cx: &Context, sessions: &[discover::sessions::Listed]) -> Vec
     let mut by_repo: HashMap<&Path, Vec<usize>> = HashMap::new();
     for (i, s) in sessions.iter().enumerate() {
         if let (Some(r), Some(_)) = (&s.examined.repo, &s.examined.session_id) {
-            by_repo.entry(r.as_path()).or_default().push(i);
+            by_repo.entry(&**r).or_default().push(i);
         }
     }
     // Ledgers are read on every core (at 100k sessions, reading 50 ledgers one after the other was a

@@ -17,10 +17,9 @@ pub struct Stamp {
     pub ino: u64,
 }
 
+/// What the cache remembers of one unchanged file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
-    pub app: String,
-    pub stamp: Stamp,
     pub session_id: Option<String>,
     /// Shared with every other session of the same cwd.
     pub cwd: Option<std::sync::Arc<str>>,
@@ -29,11 +28,13 @@ pub struct Cached {
 }
 
 /// In memory, entries are keyed by (device, inode) and carry a hash of their path: no path strings, and
-/// cwds (shared by many sessions) stored once.
+/// cwds (shared by many sessions) stored once. The mtime is kept in an `i64` of nanoseconds (years
+/// 1678 to 2262); a file outside that range is simply not cached.
 struct Slot {
     path_hash: u64,
+    size: u64,
+    mtime_ns: i64,
     app: std::sync::Arc<str>,
-    stamp: Stamp,
     session_id: Option<Box<str>>,
     cwd: Option<std::sync::Arc<str>>,
     subagent: bool,
@@ -69,8 +70,10 @@ impl<'a> Entry<'a> {
 #[derive(Default)]
 pub struct Cache {
     fingerprint: String,
-    /// Sorted by (device, inode): half the memory of a hash map, looked up by binary search.
-    entries: Vec<((u64, u64), Slot)>,
+    /// Sorted (device, inode) keys, looked up by binary search (half the memory of a hash map; apart
+    /// from the slots, so the search stays in a small array), and the slot of each.
+    keys: Vec<(u64, u64)>,
+    slots: Vec<Slot>,
 }
 
 /// Over the path's bytes (`Path`'s own `Hash` walks its components: several times slower, and a sweep
@@ -96,8 +99,9 @@ impl Cache {
     pub fn load(file: &Path, fingerprint: &str) -> Cache {
         let mut cache = Cache {
             fingerprint: fingerprint.to_string(),
-            entries: Vec::new(),
+            ..Cache::default()
         };
+        let mut entries: Vec<((u64, u64), Slot)> = Vec::new();
         // Read line by line: the whole file as one string would stay behind in this thread's arena.
         let Ok(f) = std::fs::File::open(file) else {
             return cache;
@@ -139,7 +143,7 @@ impl Cache {
                 continue;
             };
             let (Ok(size), Ok(mtime_ns), Ok(dev), Ok(ino)) =
-                (size.parse(), mtime.parse(), dev.parse(), ino.parse())
+                (size.parse(), mtime.parse::<i64>(), dev.parse(), ino.parse())
             else {
                 continue;
             };
@@ -157,17 +161,13 @@ impl Cache {
                     .or_insert_with(|| std::sync::Arc::from(cwd))
                     .clone(),
             });
-            cache.entries.push((
+            entries.push((
                 (dev, ino),
                 Slot {
                     path_hash: path_hash(Path::new(path)),
+                    size,
+                    mtime_ns,
                     app,
-                    stamp: Stamp {
-                        size,
-                        mtime_ns,
-                        dev,
-                        ino,
-                    },
                     session_id: (!sid.is_empty()).then(|| sid.into()),
                     cwd,
                     subagent: sub == "1",
@@ -176,26 +176,26 @@ impl Cache {
             ));
         }
         // The file is written in walk order; a (device, inode) listed twice keeps its last line.
-        cache.entries.sort_by_key(|(k, _)| *k);
-        cache.entries.reverse();
-        cache.entries.dedup_by_key(|(k, _)| *k);
-        cache.entries.reverse();
-        cache.entries.shrink_to_fit();
+        entries.sort_by_key(|(k, _)| *k);
+        entries.reverse();
+        entries.dedup_by_key(|(k, _)| *k);
+        entries.reverse();
+        cache.keys = entries.iter().map(|(k, _)| *k).collect();
+        cache.slots = entries.into_iter().map(|(_, s)| s).collect();
         cache
     }
 
     pub fn get(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
-        let i = self
-            .entries
-            .binary_search_by_key(&(stamp.dev, stamp.ino), |(k, _)| *k)
-            .ok()?;
-        let s = &self.entries[i].1;
-        if &*s.app != app || &s.stamp != stamp || s.path_hash != path_hash(path) {
+        let i = self.keys.binary_search(&(stamp.dev, stamp.ino)).ok()?;
+        let s = &self.slots[i];
+        if &*s.app != app
+            || s.size != stamp.size
+            || i128::from(s.mtime_ns) != stamp.mtime_ns
+            || s.path_hash != path_hash(path)
+        {
             return None;
         }
         Some(Cached {
-            app: app.to_string(),
-            stamp: s.stamp.clone(),
             session_id: s.session_id.as_deref().map(str::to_string),
             cwd: s.cwd.clone(),
             subagent: s.subagent,
@@ -237,11 +237,11 @@ impl Cache {
 
     /// How many files it remembers.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.keys.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.keys.is_empty()
     }
 
     pub fn fingerprint(&self) -> &str {
@@ -264,8 +264,6 @@ mod tests {
             ino: 2,
         };
         let c = Cached {
-            app: "claude".into(),
-            stamp: stamp.clone(),
             session_id: Some("s".into()),
             cwd: Some("/r".into()),
             subagent: false,

@@ -5,7 +5,6 @@ use super::head::HeadScan;
 use super::repo::RepoMapper;
 use super::{cache, read_head, FoundFile};
 use crate::rules::RuleSet;
-use std::path::PathBuf;
 
 pub struct Examined {
     /// The full head scan when the head was read now (None when it came from the discovery cache).
@@ -15,7 +14,8 @@ pub struct Examined {
     pub session_id: Option<String>,
     /// Shared with the other sessions of the same cwd when it came from the discovery cache.
     pub cwd: Option<std::sync::Arc<str>>,
-    pub repo: Option<PathBuf>,
+    /// Shared by every session of the repo.
+    pub repo: Option<std::sync::Arc<std::path::Path>>,
     pub subagent: bool,
     /// The exclude_when test that held, if any.
     pub excluded: Option<String>,

@@ -316,9 +316,20 @@ fn consider_file<E>(
     stats: &mut WalkStats,
     out: &mut Vec<FoundFile>,
 ) {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
-    let Ok(rel) = path.strip_prefix(at.root) else {
-        return;
+    // Walked paths are the root joined with names, so the root is a byte prefix followed by `/`
+    // (`strip_prefix` compares component by component: a tenth of a 100k-file walk); any other
+    // shape takes the component-wise way.
+    let (bytes, root) = (path.as_os_str().as_bytes(), at.root.as_os_str().as_bytes());
+    let rel = match bytes.strip_prefix(root) {
+        Some(rest) if root.ends_with(b"/") || rest.first() == Some(&b'/') => Path::new(
+            std::ffi::OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)),
+        ),
+        _ => match path.strip_prefix(at.root) {
+            Ok(rel) => rel,
+            Err(_) => return,
+        },
     };
     let rel = rel.to_string_lossy();
     let rel = if rel.contains('\\') {
@@ -503,5 +514,32 @@ mod tests {
         assert!(b.unreadable >= 1, "the loop is reported");
         assert_eq!(st.unreadable, b.unreadable);
         assert_eq!(out.len() as u64 + st.duplicates, seq.len() as u64);
+    }
+
+    /// A root written with a trailing `/` or a `.` component gives every file the same relative
+    /// path (what the store's globs match) as the plain root.
+    #[test]
+    fn a_roots_spelling_does_not_change_what_its_files_are_called() {
+        let cat = crate::rules::load(&[]).unwrap();
+        let store = &cat.get("claude").unwrap().stores[0];
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("projects");
+        write_file(&root.join("-p/a.jsonl"), 1);
+        write_file(&root.join("-p/s/subagents/agent-1.jsonl"), 2);
+        let rels = |r: &Path| -> Vec<String> {
+            let mut st = WalkStats::default();
+            let mut v: Vec<String> = walk_sequential(&at(store, r), &mut st)
+                .iter()
+                .map(FoundFile::rel)
+                .collect();
+            v.sort();
+            v
+        };
+        let plain = rels(&root);
+        assert_eq!(plain, ["-p/a.jsonl", "-p/s/subagents/agent-1.jsonl"]);
+        let slash = PathBuf::from(format!("{}/", root.display()));
+        let dotted = dir.path().join(".").join("projects");
+        assert_eq!(rels(&slash), plain);
+        assert_eq!(rels(&dotted), plain);
     }
 }

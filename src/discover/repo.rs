@@ -4,11 +4,15 @@
 use crate::util::paths::normalize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub struct RepoMapper {
     almanac_home: PathBuf,
     almanac_home_canonical: Option<PathBuf>,
-    cache: HashMap<PathBuf, Option<PathBuf>>,
+    cache: HashMap<PathBuf, Option<Arc<Path>>>,
+    /// By the cwd as the transcript wrote it: most sessions share a few cwds, and this lookup needs
+    /// neither normalizing nor hashing path components.
+    by_text: HashMap<Box<str>, Option<Arc<Path>>>,
 }
 
 impl RepoMapper {
@@ -17,25 +21,33 @@ impl RepoMapper {
             almanac_home: normalize(almanac_home),
             almanac_home_canonical: almanac_home.canonicalize().ok(),
             cache: HashMap::new(),
+            by_text: HashMap::new(),
         }
     }
 
-    /// The repo root for `cwd`, or None when cwd is relative or no ancestor has `.almanac/`.
-    pub fn map(&mut self, cwd: &str) -> Option<PathBuf> {
-        let cwd = Path::new(cwd);
-        if !cwd.is_absolute() {
-            return None;
+    /// The repo root for `cwd`, or None when cwd is relative or no ancestor has `.almanac/`. Shared
+    /// by every session of the repo.
+    pub fn map(&mut self, cwd: &str) -> Option<Arc<Path>> {
+        if let Some(hit) = self.by_text.get(cwd) {
+            return hit.clone();
         }
-        self.find(&normalize(cwd))
+        let path = Path::new(cwd);
+        let found = if path.is_absolute() {
+            self.find(&normalize(path))
+        } else {
+            None
+        };
+        self.by_text.insert(cwd.into(), found.clone());
+        found
     }
 
-    fn find(&mut self, dir: &Path) -> Option<PathBuf> {
+    fn find(&mut self, dir: &Path) -> Option<Arc<Path>> {
         if let Some(hit) = self.cache.get(dir) {
             return hit.clone();
         }
         let wiki = dir.join(".almanac");
         let found = if wiki.is_dir() && !self.is_global(&wiki) && owned_by_us(&wiki) {
-            Some(dir.to_path_buf())
+            Some(Arc::from(dir))
         } else {
             match dir.parent() {
                 Some(parent) => self.find(parent),

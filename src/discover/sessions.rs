@@ -91,15 +91,20 @@ pub fn list(
     apps: &[String],
     max_age: Option<std::time::Duration>,
     repo: Option<&std::path::Path>,
+    trace: &crate::sweep::Trace,
 ) -> Listing {
     use super::turn_index::{self, Counted, TurnIndex};
     let cache_file = cache::path(&cx.almanac_home);
-    // The discovery cache loads while the stores are walked.
-    let (files, head_cache) = std::thread::scope(|sc| {
-        let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
+    let index_file = turn_index::path(&cx.almanac_home);
+    // The discovery cache and the turn index load while the stores are walked.
+    let (files, head_cache, mut index) = std::thread::scope(|sc| {
+        let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
+        let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
         let files = super::locate::recent(catalog, cx, apps, max_age);
-        (files, loader.join().unwrap_or_default())
+        let cache = cache.join().unwrap_or_default();
+        (files, cache, index.join().unwrap_or_default())
     });
+    trace.mark("walk and cache load");
     let heads = heads(catalog, &head_cache, &files);
     let mut stats = ListStats {
         bytes_read: heads.iter().filter_map(|(_, r)| *r).sum(),
@@ -125,8 +130,7 @@ pub fn list(
         }
         roots.push((file, ex));
     }
-    let index_file = turn_index::path(&cx.almanac_home);
-    let mut index = TurnIndex::load(&index_file, &catalog.fingerprint);
+    trace.mark("heads and repo mapping");
     let counted = crate::util::par::map(&roots, |(file, _)| {
         let rule = catalog.get(&file.app)?;
         index.count(rule, file).ok().flatten()
@@ -154,9 +158,11 @@ pub fn list(
             prompts,
         });
     }
+    trace.mark("turns counted");
     let everything = max_age.is_none() && repo.is_none();
     if index.update(counts, everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }
+    trace.mark("turn index saved");
     Listing { sessions, stats }
 }

@@ -66,8 +66,9 @@ pub struct Count {
     pub bytes_read: u64,
     /// (device, inode): the file was seen.
     pub file: (u64, u64),
-    /// The entry to remember when the file was read (None: the index holds it already).
-    pub new: Option<IndexEntry>,
+    /// The entry to remember when the file was read (None: the index holds it already). Boxed: a
+    /// listing holds one `Count` per session.
+    pub new: Option<Box<IndexEntry>>,
 }
 
 #[derive(Default)]
@@ -194,7 +195,7 @@ impl TurnIndex {
             how,
             bytes_read,
             file: (stamp.dev, stamp.ino),
-            new: Some(entry),
+            new: Some(Box::new(entry)),
         }))
     }
 
@@ -206,8 +207,8 @@ impl TurnIndex {
         let mut seen = std::collections::HashSet::with_capacity(counts.len());
         for c in counts {
             seen.insert(c.file);
-            if let Some(e) = c.new.filter(|e| self.entries.get(&c.file) != Some(e)) {
-                self.entries.insert(c.file, e);
+            if let Some(e) = c.new.filter(|e| self.entries.get(&c.file) != Some(&**e)) {
+                self.entries.insert(c.file, *e);
                 changed = true;
             }
         }

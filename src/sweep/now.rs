@@ -47,7 +47,7 @@ pub fn now(
     let candidates = vec![all.swap_remove(idx)];
     drop(all);
     let (file, ex) = &candidates[0];
-    let repo = ex.repo.clone().ok_or_else(|| {
+    let repo = ex.repo.as_deref().map(Path::to_path_buf).ok_or_else(|| {
         format!(
             "{}: its working directory ({}) is in no repo with .almanac/; run `almanac init` there",
             file.path.display(),

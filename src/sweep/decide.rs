@@ -429,7 +429,6 @@ fn repo_pass(
     pass.has_pending = state.has_pending();
     pass.outside_wiki.extend(outside_wiki(repo, &state.ledger));
     let entries = &state.ledger.entries;
-    pass.known = super::overlap::known(entries);
     let keys: Vec<Option<String>> = idxs
         .iter()
         .map(|&i| {
@@ -437,6 +436,13 @@ fn repo_pass(
             ex.session_id.as_deref().map(|sid| key(&file.app, sid))
         })
         .collect();
+    // Only a transcript the ledger does not know is compared with the known sessions' records.
+    if keys
+        .iter()
+        .any(|k| k.as_ref().is_none_or(|k| !entries.contains_key(k)))
+    {
+        pass.known = super::overlap::known(entries);
+    }
     let chosen = choose_among_copies(idxs, &keys, candidates, entries);
     pass.decided = idxs
         .iter()

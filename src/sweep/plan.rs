@@ -261,10 +261,14 @@ pub fn spend_budget(
             continue;
         }
         chunks.truncate(take);
+        // Held per started part (thousands with a large budget): no room for more chunks.
+        chunks.shrink_to_fit();
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
         taken.push((plan, chunks, of, tokens));
     }
+    // Grown by doubling, the lists of started parts held up to twice their size at the peak.
+    taken.shrink_to_fit();
     // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk; and,
     // live, the record ids to remember.
     let keep = match opts.dry_run {
@@ -297,7 +301,7 @@ pub fn spend_budget(
         };
         (summaries, ids, bytes_read)
     });
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(taken.len());
     for ((plan, chunks, of, tokens), (summaries, ids, bytes_read)) in taken.into_iter().zip(read) {
         let (file, ex) = &candidates[plan.idx];
         summary.stats.bytes_read += bytes_read;

@@ -38,6 +38,8 @@ struct Slot {
     session_id: Option<Box<str>>,
     cwd: Option<std::sync::Arc<str>>,
     subagent: bool,
+    /// Moved out by `take`.
+    taken: bool,
     excluded: Option<Box<str>>,
 }
 
@@ -171,6 +173,7 @@ impl Cache {
                     session_id: (!sid.is_empty()).then(|| sid.into()),
                     cwd,
                     subagent: sub == "1",
+                    taken: false,
                     excluded: (!exc.is_empty()).then(|| exc.into()),
                 },
             ));
@@ -185,22 +188,35 @@ impl Cache {
         cache
     }
 
-    pub fn get(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
+    /// Where the cache remembers `path` as it is now (app, size, mtime, inode and path unchanged), for
+    /// `take`.
+    pub fn find(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<usize> {
         let i = self.keys.binary_search(&(stamp.dev, stamp.ino)).ok()?;
         let s = &self.slots[i];
-        if &*s.app != app
-            || s.size != stamp.size
-            || i128::from(s.mtime_ns) != stamp.mtime_ns
-            || s.path_hash != path_hash(path)
-        {
-            return None;
-        }
-        Some(Cached {
-            session_id: s.session_id.as_deref().map(str::to_string),
-            cwd: s.cwd.clone(),
+        let fits = !s.taken
+            && &*s.app == app
+            && s.size == stamp.size
+            && i128::from(s.mtime_ns) == stamp.mtime_ns
+            && s.path_hash == path_hash(path);
+        fits.then_some(i)
+    }
+
+    /// What slot `i` (from `find`) remembers, moved out: the strings are not held twice while a sweep
+    /// holds every head. A slot taken once is not found again.
+    pub fn take(&mut self, i: usize) -> Cached {
+        let s = &mut self.slots[i];
+        s.taken = true;
+        Cached {
+            session_id: s.session_id.take().map(String::from),
+            cwd: s.cwd.take(),
             subagent: s.subagent,
-            excluded: s.excluded.as_deref().map(str::to_string),
-        })
+            excluded: s.excluded.take().map(String::from),
+        }
+    }
+
+    /// `find` and `take` in one.
+    pub fn get(&mut self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
+        self.find(path, app, stamp).map(|i| self.take(i))
     }
 
     /// Writes the entries of this sweep (files no longer seen are dropped), streamed. Failure is not an
@@ -283,11 +299,16 @@ mod tests {
             "rules x",
             [entry("/t/a.jsonl"), entry("/t/b\tc.jsonl")].into_iter(),
         );
-        let cache = Cache::load(&f, "rules x");
-        assert_eq!(
-            cache.get(Path::new("/t/a.jsonl"), "claude", &stamp),
-            Some(c.clone())
+        let mut cache = Cache::load(&f, "rules x");
+        let i = cache.find(Path::new("/t/a.jsonl"), "claude", &stamp);
+        assert_eq!(i.map(|i| cache.take(i)), Some(c.clone()));
+        assert!(
+            cache
+                .get(Path::new("/t/a.jsonl"), "claude", &stamp)
+                .is_none(),
+            "taken once"
         );
+        let mut cache = Cache::load(&f, "rules x");
         assert!(
             cache
                 .get(Path::new("/t/other.jsonl"), "claude", &stamp)
@@ -313,7 +334,7 @@ mod tests {
             "rules x",
             [entry("/t/old.jsonl"), entry("/t/new.jsonl")].into_iter(),
         );
-        let cache = Cache::load(&f, "rules x");
+        let mut cache = Cache::load(&f, "rules x");
         assert_eq!(cache.len(), 1);
         assert!(cache
             .get(Path::new("/t/new.jsonl"), "claude", &stamp)

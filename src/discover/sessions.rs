@@ -8,28 +8,33 @@ use crate::rules::Catalog;
 use std::collections::HashSet;
 
 /// Each file's head: from the discovery cache while the file is unchanged (bytes read None), else read
-/// now (in parallel), with the bytes read. The head scan itself is not kept (only `rules explain` shows
-/// it): memory stays flat.
+/// now (in parallel), with the bytes read. What the cache held is moved out of it (looked up in
+/// parallel, taken in order), so its strings are not held twice. The head scan itself is not kept
+/// (only `rules explain` shows it): memory stays flat.
 pub fn heads(
     catalog: &Catalog,
-    head_cache: &cache::Cache,
+    head_cache: &mut cache::Cache,
     files: &[FoundFile],
 ) -> Vec<(Examined, Option<u64>)> {
-    crate::util::par::map(files, |file| {
-        match head_cache.get(&file.path, &file.app, &file.stamp()) {
-            Some(c) => (Examined::from_cache(c), None),
+    let found = crate::util::par::map(files, |file| {
+        match head_cache.find(&file.path, &file.app, &file.stamp()) {
+            Some(i) => Err(i),
             None => {
                 let Some(rule) = catalog.get(&file.app) else {
-                    return (Examined::from_head(Err("no rule set".into())), None);
+                    return Ok((Examined::from_head(Err("no rule set".into())), None));
                 };
                 let scan = read_head(rule, file).map_err(|e| e.to_string());
                 let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
                 let mut ex = Examined::from_head(scan);
                 ex.scan = None;
-                (ex, Some(read))
+                Ok((ex, Some(read)))
             }
         }
-    })
+    });
+    found
+        .into_iter()
+        .map(|f| f.unwrap_or_else(|i| (Examined::from_cache(head_cache.take(i)), None)))
+        .collect()
 }
 
 /// Whether the discovery cache must be written after `heads`: some head was read, or the cache holds
@@ -47,10 +52,10 @@ pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String
     for rule in &catalog.sets {
         walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
     }
-    let head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
+    let mut head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
     files
         .iter()
-        .zip(heads(catalog, &head_cache, &files))
+        .zip(heads(catalog, &mut head_cache, &files))
         .filter_map(|(f, (ex, _))| Some((f.app.to_string(), ex.session_id?)))
         .collect()
 }
@@ -97,7 +102,7 @@ pub fn list(
     let cache_file = cache::path(&cx.almanac_home);
     let index_file = turn_index::path(&cx.almanac_home);
     // The discovery cache and the turn index load while the stores are walked.
-    let (files, head_cache, mut index) = std::thread::scope(|sc| {
+    let (files, mut head_cache, mut index) = std::thread::scope(|sc| {
         let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
         let files = super::locate::recent(catalog, cx, apps, max_age);
@@ -105,7 +110,7 @@ pub fn list(
         (files, cache, index.join().unwrap_or_default())
     });
     trace.mark("walk and cache load");
-    let heads = heads(catalog, &head_cache, &files);
+    let heads = heads(catalog, &mut head_cache, &files);
     let mut stats = ListStats {
         bytes_read: heads.iter().filter_map(|(_, r)| *r).sum(),
         ..ListStats::default()

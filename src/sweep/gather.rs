@@ -36,7 +36,7 @@ pub fn gather(
     let mut files = Vec::new();
     // The discovery cache loads while the stores are walked.
     let cache_file = cache::path(&cx.almanac_home);
-    let head_cache = std::thread::scope(|sc| {
+    let mut head_cache = std::thread::scope(|sc| {
         let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         for id in apps {
             if let Some(rule) = catalog.get(id) {
@@ -53,7 +53,7 @@ pub fn gather(
     summary.stats.duplicates = walk.duplicates;
 
     // Heads: from the discovery cache when the file is unchanged, else read (in parallel).
-    let heads = discover::sessions::heads(catalog, &head_cache, &files);
+    let heads = discover::sessions::heads(catalog, &mut head_cache, &files);
     let save_cache = live && discover::sessions::cache_stale(&head_cache, &heads);
     drop(head_cache);
     let mut mapper = RepoMapper::new(&cx.almanac_home);

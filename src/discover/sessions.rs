@@ -124,7 +124,8 @@ pub fn list(
     }
     drop(head_cache);
     let mut mapper = super::repo::RepoMapper::new(&cx.almanac_home);
-    let mut roots: Vec<(FoundFile, Examined)> = Vec::new();
+    // Rows are made once, their counts filled in after: a second list of 100k rows is never held.
+    let mut sessions: Vec<Listed> = Vec::new();
     for (file, (mut ex, _)) in files.into_iter().zip(heads) {
         if ex.subagent || ex.error.is_some() {
             continue;
@@ -133,39 +134,32 @@ pub fn list(
         if repo.is_some_and(|want| ex.repo.as_deref() != Some(want)) {
             continue;
         }
-        roots.push((file, ex));
-    }
-    trace.mark("heads and repo mapping");
-    let counted = crate::util::par::map(&roots, |(file, _)| {
-        let rule = catalog.get(&file.app)?;
-        index.count(rule, file).ok().flatten()
-    });
-    let mut counts = Vec::with_capacity(roots.len());
-    let mut sessions = Vec::with_capacity(roots.len());
-    for ((file, examined), c) in roots.into_iter().zip(counted) {
-        let mut prompts = (None, None);
-        let user_turns = c.map(|mut c| {
-            prompts = std::mem::take(&mut c.prompts);
-            stats.bytes_read += c.bytes_read;
-            match c.how {
-                Counted::Unchanged => stats.turns_unchanged += 1,
-                Counted::Resumed => stats.turns_resumed += 1,
-                Counted::Whole => stats.turns_read_whole += 1,
-            }
-            let n = c.user_turns;
-            counts.push(c);
-            n
-        });
         sessions.push(Listed {
             file,
-            examined,
-            user_turns,
-            prompts,
+            examined: ex,
+            user_turns: None,
+            prompts: (None, None),
         });
+    }
+    trace.mark("heads and repo mapping");
+    let mut counted = crate::util::par::map(&sessions, |s| {
+        let rule = catalog.get(&s.file.app)?;
+        index.count(rule, &s.file).ok().flatten()
+    });
+    for (s, c) in sessions.iter_mut().zip(counted.iter_mut()) {
+        let Some(c) = c else { continue };
+        s.prompts = std::mem::take(&mut c.prompts);
+        s.user_turns = Some(c.user_turns);
+        stats.bytes_read += c.bytes_read;
+        match c.how {
+            Counted::Unchanged => stats.turns_unchanged += 1,
+            Counted::Resumed => stats.turns_resumed += 1,
+            Counted::Whole => stats.turns_read_whole += 1,
+        }
     }
     trace.mark("turns counted");
     let everything = max_age.is_none() && repo.is_none();
-    if index.update(counts, everything.then_some(apps)) {
+    if index.update(counted.into_iter().flatten(), everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }
     trace.mark("turn index saved");

@@ -202,9 +202,13 @@ impl TurnIndex {
     /// Remembers the entries counted now; with `forget_unseen` (every store of these apps was listed)
     /// the files of those apps not among them are forgotten too. Whether anything changed (the index
     /// must be written).
-    pub fn update(&mut self, counts: Vec<Count>, forget_unseen: Option<&[String]>) -> bool {
+    pub fn update(
+        &mut self,
+        counts: impl Iterator<Item = Count>,
+        forget_unseen: Option<&[String]>,
+    ) -> bool {
         let mut changed = false;
-        let mut seen = std::collections::HashSet::with_capacity(counts.len());
+        let mut seen = std::collections::HashSet::with_capacity(counts.size_hint().1.unwrap_or(0));
         for c in counts {
             seen.insert(c.file);
             if let Some(e) = c.new.filter(|e| self.entries.get(&c.file) != Some(&**e)) {

@@ -285,7 +285,7 @@ fn act_repo(
             not_started(summary, p);
         }
     };
-    let loaded = super::decide::open_store(repo, a.deadline).and_then(|guard| {
+    let loaded = super::store::open(repo, a.deadline).and_then(|guard| {
         let state = RepoState::load(repo, now, true)
             .map_err(|e| (Reason::LedgerUnreadable, e.to_string()))?;
         Ok((guard, state))

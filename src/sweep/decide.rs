@@ -11,7 +11,6 @@ use crate::ledger::{self, key, LedgerEntry, RepoState};
 use crate::policy::{self, Decision, Facts, Settings, Step};
 use crate::reason::Reason;
 use crate::rules::{Catalog, RuleSet};
-use crate::util::lock::FileLock;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -405,7 +404,7 @@ fn repo_pass(
         known: Vec::new(),
         outside_wiki: Vec::new(),
     };
-    let _guard = match deadline.map(|d| open_store(repo, d)).transpose() {
+    let _guard = match deadline.map(|d| super::store::open(repo, d)).transpose() {
         Ok(g) => g,
         Err(e) => {
             pass.error = Some(e);
@@ -505,32 +504,6 @@ fn load_reconciled(
             .map_err(|e| (Reason::LedgerUnwritable, e.to_string()))?;
     }
     Ok(state)
-}
-
-/// A repo's run store checked (no link out of the repo) and locked, waiting until `deadline` at most: a
-/// repo another process holds longer is `ledger-busy` and left to the next sweep. A sweep holds one
-/// repo lock per thread at a time and waits for no other lock while holding it, so two sweeps (two
-/// `ALMANAC_HOME`s on one machine) never deadlock on each other's repos.
-pub(super) fn open_store(
-    repo: &Path,
-    deadline: std::time::Instant,
-) -> Result<FileLock, (Reason, String)> {
-    ledger::guard::check_runs_dir(repo).map_err(|why| (Reason::RunsDirUnsafe, why))?;
-    let wait = deadline.saturating_duration_since(std::time::Instant::now());
-    ledger::open_for_writing(repo, wait).map_err(|e| match e {
-        ledger::OpenError::Busy(holder) => (
-            Reason::LedgerBusy,
-            format!(
-                "another almanac process{} held the repo's ledger lock for {}; nothing was started in this repo, the next sweep tries again",
-                holder.map(|h| format!(" (pid {})", h.pid)).unwrap_or_default(),
-                crate::util::duration::format_duration(ledger::REPO_LOCK_WAIT)
-            ),
-        ),
-        ledger::OpenError::Io(e) => (
-            Reason::LedgerUnwritable,
-            format!("cannot lock {}: {e}", ledger::runs_dir(repo).display()),
-        ),
-    })
 }
 
 /// After a corrupt ledger was rebuilt from run records: the repo's transcripts that no run record knows

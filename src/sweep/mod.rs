@@ -17,6 +17,7 @@ mod overlap;
 mod plan;
 pub mod range;
 pub mod setup;
+mod store;
 pub mod summary;
 
 pub use decide::{explain_decision, facts, EntryView};

@@ -202,21 +202,23 @@ impl Cache {
     }
 
     /// What slot `i` (from `find`) remembers, moved out: the strings are not held twice while a sweep
-    /// holds every head. A slot taken once is not found again.
-    pub fn take(&mut self, i: usize) -> Cached {
+    /// holds every head. A slot taken once is not found again, nor taken again (None).
+    pub fn take(&mut self, i: usize) -> Option<Cached> {
         let s = &mut self.slots[i];
-        s.taken = true;
-        Cached {
+        if std::mem::replace(&mut s.taken, true) {
+            return None;
+        }
+        Some(Cached {
             session_id: s.session_id.take().map(String::from),
             cwd: s.cwd.take(),
             subagent: s.subagent,
             excluded: s.excluded.take().map(String::from),
-        }
+        })
     }
 
     /// `find` and `take` in one.
     pub fn get(&mut self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
-        self.find(path, app, stamp).map(|i| self.take(i))
+        self.find(path, app, stamp).and_then(|i| self.take(i))
     }
 
     /// Writes the entries of this sweep (files no longer seen are dropped), streamed. Failure is not an
@@ -300,8 +302,11 @@ mod tests {
             [entry("/t/a.jsonl"), entry("/t/b\tc.jsonl")].into_iter(),
         );
         let mut cache = Cache::load(&f, "rules x");
-        let i = cache.find(Path::new("/t/a.jsonl"), "claude", &stamp);
-        assert_eq!(i.map(|i| cache.take(i)), Some(c.clone()));
+        let i = cache
+            .find(Path::new("/t/a.jsonl"), "claude", &stamp)
+            .unwrap();
+        assert_eq!(cache.take(i), Some(c.clone()));
+        assert_eq!(cache.take(i), None, "taken twice");
         assert!(
             cache
                 .get(Path::new("/t/a.jsonl"), "claude", &stamp)

@@ -16,24 +16,32 @@ pub fn heads(
     head_cache: &mut cache::Cache,
     files: &[FoundFile],
 ) -> Vec<(Examined, Option<u64>)> {
+    let read = |file: &FoundFile| {
+        let Some(rule) = catalog.get(&file.app) else {
+            return (Examined::from_head(Err("no rule set".into())), None);
+        };
+        let scan = read_head(rule, file).map_err(|e| e.to_string());
+        let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
+        let mut ex = Examined::from_head(scan);
+        ex.scan = None;
+        (ex, Some(read))
+    };
     let found = crate::util::par::map(files, |file| {
         match head_cache.find(&file.path, &file.app, &file.stamp()) {
             Some(i) => Err(i),
-            None => {
-                let Some(rule) = catalog.get(&file.app) else {
-                    return Ok((Examined::from_head(Err("no rule set".into())), None));
-                };
-                let scan = read_head(rule, file).map_err(|e| e.to_string());
-                let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
-                let mut ex = Examined::from_head(scan);
-                ex.scan = None;
-                Ok((ex, Some(read)))
-            }
+            None => Ok(read(file)),
         }
     });
+    // A slot already taken (one file listed twice, which the walk does not do) is read instead.
     found
         .into_iter()
-        .map(|f| f.unwrap_or_else(|i| (Examined::from_cache(head_cache.take(i)), None)))
+        .zip(files)
+        .map(|(f, file)| {
+            f.unwrap_or_else(|i| match head_cache.take(i) {
+                Some(c) => (Examined::from_cache(c), None),
+                None => read(file),
+            })
+        })
         .collect()
 }
 
@@ -164,4 +172,49 @@ pub fn list(
     }
     trace.mark("turn index saved");
     Listing { sessions, stats }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A file listed twice gets what the cache remembers once; the second is read, never left empty.
+    #[test]
+    fn a_cached_head_is_handed_out_once_and_a_second_listing_is_read() {
+        let cat = crate::rules::load(&[]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = r#"{"type":"user","sessionId":"s-file","cwd":"/r","isSidechain":false,"uuid":"u1","message":{"role":"user","content":"hi"}}"#;
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        let file = FoundFile {
+            app: "claude".into(),
+            path: path.clone(),
+            rel_offset: dir.path().to_string_lossy().len(),
+            size: meta.len(),
+            mtime: meta.modified().unwrap(),
+            file_id: {
+                use std::os::unix::fs::MetadataExt;
+                (meta.dev(), meta.ino())
+            },
+        };
+        let cache_file = dir.path().join("cache.tsv");
+        let entry = cache::Entry {
+            path: Path::new(&path),
+            app: "claude",
+            stamp: file.stamp(),
+            session_id: Some("s-cached"),
+            cwd: Some("/r"),
+            subagent: false,
+            excluded: None,
+        };
+        cache::Cache::save(&cache_file, &cat.fingerprint, std::iter::once(entry));
+        let mut c = cache::Cache::load(&cache_file, &cat.fingerprint);
+        let got = heads(&cat, &mut c, &[file.clone(), file]);
+        assert_eq!(got[0].0.session_id.as_deref(), Some("s-cached"));
+        assert_eq!(got[0].1, None, "from the cache");
+        assert_eq!(got[1].0.session_id.as_deref(), Some("s-file"));
+        assert!(got[1].1.is_some_and(|n| n > 0), "read from the file");
+    }
 }

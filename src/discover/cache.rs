@@ -193,8 +193,7 @@ impl Cache {
     pub fn find(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<usize> {
         let i = self.keys.binary_search(&(stamp.dev, stamp.ino)).ok()?;
         let s = &self.slots[i];
-        let fits = !s.taken
-            && &*s.app == app
+        let fits = &*s.app == app
             && s.size == stamp.size
             && i128::from(s.mtime_ns) == stamp.mtime_ns
             && s.path_hash == path_hash(path);
@@ -202,7 +201,7 @@ impl Cache {
     }
 
     /// What slot `i` (from `find`) remembers, moved out: the strings are not held twice while a sweep
-    /// holds every head. A slot taken once is not found again, nor taken again (None).
+    /// holds every head. A slot is handed out once: taken again, it gives None.
     pub fn take(&mut self, i: usize) -> Option<Cached> {
         let s = &mut self.slots[i];
         if std::mem::replace(&mut s.taken, true) {

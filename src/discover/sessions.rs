@@ -26,6 +26,7 @@ pub fn heads(
         ex.scan = None;
         (ex, Some(read))
     };
+    // Err(i): remembered in cache slot i, taken below in order.
     let found = crate::util::par::map(files, |file| {
         match head_cache.find(&file.path, &file.app, &file.stamp()) {
             Some(i) => Err(i),

@@ -4,6 +4,7 @@
 //! for every node it tests). It selects exactly what `jsonpath_rust` selects, in the same order (a test
 //! compares the two on every fixture record); a path with anything else is left to the general one.
 
+use super::needs::small_get;
 use jsonpath_rust::parser::model::{
     Comparable, Comparison, Filter, FilterAtom, FnArg, JpQuery, Literal, Segment, Selector,
     SingularQuery, SingularQuerySegment, Test, TestFunction,
@@ -65,7 +66,7 @@ fn walk<'a>(steps: &[Step], v: &'a Value, out: &mut Vec<&'a Value>) {
     };
     match first {
         Step::Name(n) => {
-            if let Some(next) = v.as_object().and_then(|o| key(o, n)) {
+            if let Some(next) = v.as_object().and_then(|o| small_get(o, n)) {
                 walk(rest, next, out);
             }
         }
@@ -96,7 +97,7 @@ fn children(v: &Value) -> Box<dyn Iterator<Item = &Value> + '_> {
 fn member<'a>(v: &'a Value, names: &[String]) -> Option<&'a Value> {
     names
         .iter()
-        .try_fold(v, |v, n| v.as_object().and_then(|o| key(o, n)))
+        .try_fold(v, |v, n| v.as_object().and_then(|o| small_get(o, n)))
 }
 
 impl Cond {
@@ -249,12 +250,6 @@ fn i_regexp(pattern: &str, substring: bool) -> String {
         true => out,
         false => format!("^(?:{out})$"),
     }
-}
-
-/// `o[name]`: a pruned record's objects hold a few members, and comparing lengths first settles most
-/// of them without the ordered map's string comparisons.
-fn key<'v>(o: &'v serde_json::Map<String, Value>, name: &str) -> Option<&'v Value> {
-    o.iter().find(|(k, _)| k.as_str() == name).map(|(_, v)| v)
 }
 
 #[cfg(test)]

@@ -81,12 +81,7 @@ impl Need {
     pub fn member(&self, key: &str) -> Option<&Need> {
         match self {
             Need::All => Some(self),
-            // A few keys: comparing lengths first settles most without a string comparison.
-            Need::Node { keys, elems } => keys
-                .iter()
-                .find(|(k, _)| k.as_str() == key)
-                .map(|(_, n)| n)
-                .or(elems.as_deref()),
+            Need::Node { keys, elems } => small_get(keys, key).or(elems.as_deref()),
         }
     }
 
@@ -122,6 +117,17 @@ impl Need {
             }
         }
     }
+}
+
+/// `map[name]` by a linear search: needs and pruned records hold a few members each, and comparing
+/// lengths first settles most of them without the ordered map's string comparisons.
+pub(super) fn small_get<'m, V: 'm>(
+    map: impl IntoIterator<Item = (&'m String, &'m V)>,
+    name: &str,
+) -> Option<&'m V> {
+    map.into_iter()
+        .find(|(k, _)| k.as_str() == name)
+        .map(|(_, v)| v)
 }
 
 /// A JSON value that no array or object equals.

@@ -231,42 +231,45 @@ fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Vec<FoundFile> {
 /// only the sequential walk can check for loops against every ancestor) makes it give up: None, with
 /// `stats` untouched.
 fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<FoundFile>> {
-    /// What the top levels' walk found, in walk order: an entry to look at (a flat directory of many
+    /// What the top levels' walk found, in walk order: a file to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
     enum Part {
-        Entry(walkdir::Result<walkdir::DirEntry>),
+        File(Seen),
         Subtree(PathBuf),
     }
-    if crate::util::par::threads() < 2 {
-        return None; // one core: nothing to share
+    /// The top levels, down to `depth`, listed with std's directory reads: walkdir reads (and sorts)
+    /// every directory it meets, even one at its `max_depth`, so it listed each of 120 project
+    /// directories on one thread before the parallel walk listed them again (a fifth of a 100k walk).
+    fn top_levels(
+        at: &StoreRoot,
+        dir: &Path,
+        (level, depth): (usize, usize),
+        parts: &mut Vec<Part>,
+        stats: &mut WalkStats,
+    ) -> Option<()> {
+        each_entry(at, dir, stats, |seen, stats| {
+            match seen {
+                Seen::Dir(p) if level == depth => parts.push(Part::Subtree(p)),
+                Seen::Dir(p) => return top_levels(at, &p, (level + 1, depth), parts, stats),
+                file => parts.push(Part::File(file)),
+            }
+            Some(())
+        })
+    }
+    if crate::util::par::threads() < 2 || !at.root.is_dir() {
+        return None; // one core: nothing to share (a root that is a file is the sequential walk's)
     }
     let want = 4 * crate::util::par::threads();
     let mut depth = 1;
-    let parts = loop {
-        let mut parts: Vec<Part> = Vec::new();
-        let mut subtrees = 0;
-        for entry in walker(at.store, at.root).max_depth(depth) {
-            if entry.as_ref().is_err_and(|e| e.loop_ancestor().is_some()) {
-                return None;
-            }
-            if let Ok(e) = &entry {
-                // The root itself may be a link (a dotfiles checkout): its subtrees still are checked.
-                if e.depth() > 0 && e.path_is_symlink() && e.file_type().is_dir() {
-                    return None;
-                }
-                if e.depth() == depth && e.file_type().is_dir() {
-                    parts.push(Part::Subtree(e.path().to_path_buf()));
-                    subtrees += 1;
-                    continue;
-                }
-                if !e.file_type().is_file() {
-                    continue;
-                }
-            }
-            parts.push(Part::Entry(entry));
-        }
+    let (parts, top) = loop {
+        let (mut parts, mut top) = (Vec::new(), WalkStats::default());
+        top_levels(at, at.root, (1, depth), &mut parts, &mut top)?;
+        let subtrees = parts
+            .iter()
+            .filter(|p| matches!(p, Part::Subtree(_)))
+            .count();
         if subtrees >= want || subtrees == 0 || depth >= 4 {
-            break parts;
+            break (parts, top);
         }
         depth += 1;
     };
@@ -274,13 +277,14 @@ fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<FoundFile>
         let mut st = WalkStats::default();
         let mut out = Vec::new();
         match part {
-            Part::Entry(entry) => consider(at, entry, &mut st, &mut out),
+            Part::File(seen) => consider_seen(at, seen, &mut st, &mut out),
             Part::Subtree(dir) => walk_subtree(at, dir, &mut st, &mut out)?,
         }
         Some((out, st))
     });
     let walked: Vec<(Vec<FoundFile>, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
     let mut out = Vec::new();
+    stats.unreadable += top.unreadable;
     for (mut v, st) in walked {
         stats.files_visited += st.files_visited;
         stats.unreadable += st.unreadable;
@@ -359,15 +363,23 @@ fn consider_file<E>(
     });
 }
 
-/// Walks what is inside `dir` as walkdir does (by file name, depth first, each directory before what it
-/// holds), with std's directory reads: their `metadata` is a `statx` on the open directory, not a
-/// lookup of the whole path, which at 100k files is most of a walk's time. None on a directory symlink
-/// (only the sequential walk checks those for loops).
-fn walk_subtree(
+/// An entry of a directory listed with std's reads, as the walk treats it.
+enum Seen {
+    Dir(PathBuf),
+    /// A regular file: its metadata (a `statx` on the open directory) is only read if it is selected.
+    File(PathBuf, std::fs::DirEntry),
+    /// A link to a regular file, followed (the store follows links).
+    Linked(PathBuf, std::fs::Metadata),
+}
+
+/// Lists `dir` by file name and hands each directory, file and followed file link to `f`, as walkdir
+/// orders them. None on a directory symlink (only the sequential walk checks those for loops), or
+/// when `f` gives up.
+fn each_entry(
     at: &StoreRoot,
     dir: &Path,
     stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
+    mut f: impl FnMut(Seen, &mut WalkStats) -> Option<()>,
 ) -> Option<()> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
@@ -391,19 +403,46 @@ fn walk_subtree(
             continue;
         };
         if ft.is_dir() {
-            walk_subtree(at, &path, stats, out)?;
+            f(Seen::Dir(path), stats)?;
         } else if ft.is_file() {
-            consider_file(at, &path, || e.metadata(), stats, out);
+            f(Seen::File(path, e), stats)?;
         } else if ft.is_symlink() && at.store.follow_symlinks {
             match std::fs::metadata(&path) {
                 Err(_) => stats.unreadable += 1,
                 Ok(m) if m.is_dir() => return None,
-                Ok(m) if m.is_file() => consider_file(at, &path, || Ok::<_, ()>(m), stats, out),
+                Ok(m) if m.is_file() => f(Seen::Linked(path, m), stats)?,
                 Ok(_) => {}
             }
         }
     }
     Some(())
+}
+
+/// A file `each_entry` handed out: added to `out` when the store's globs select it.
+fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut Vec<FoundFile>) {
+    match seen {
+        Seen::File(p, e) => consider_file(at, p, || e.metadata(), stats, out),
+        Seen::Linked(p, m) => consider_file(at, p, || Ok::<_, ()>(m.clone()), stats, out),
+        Seen::Dir(_) => {}
+    }
+}
+
+/// Walks what is inside `dir` as walkdir does (by file name, depth first, each directory before what it
+/// holds), with std's directory reads: their `metadata` is a `statx` on the open directory, not a
+/// lookup of the whole path, which at 100k files is most of a walk's time. None on a directory symlink.
+fn walk_subtree(
+    at: &StoreRoot,
+    dir: &Path,
+    stats: &mut WalkStats,
+    out: &mut Vec<FoundFile>,
+) -> Option<()> {
+    each_entry(at, dir, stats, |seen, stats| {
+        match &seen {
+            Seen::Dir(p) => walk_subtree(at, p, stats, out)?,
+            file => consider_seen(at, file, stats, out),
+        }
+        Some(())
+    })
 }
 
 /// Opens a transcript for reading without blocking on a FIFO or device that slipped through.

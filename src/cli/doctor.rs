@@ -195,6 +195,7 @@ fn store_checks(cx: &Context, config: &Config, catalog: &Catalog) -> Vec<Check> 
             &mut Default::default(),
             &mut Default::default(),
             &mut files,
+            discover::SubagentFiles::List,
         );
         let name = format!("{} stores", rule.id);
         checks.push(if found.is_empty() {

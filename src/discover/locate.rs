@@ -204,19 +204,20 @@ fn all_roots(catalog: &Catalog, cx: &Context) -> Vec<String> {
 }
 
 /// Every transcript of the rule sets `apps` names, modified within `max_age` when given, most recent
-/// first (ties by path).
+/// first (ties by path); those `subagent.paths` name only if `subagents` lists them.
 pub fn recent(
     catalog: &Catalog,
     cx: &Context,
     apps: &[String],
     max_age: Option<std::time::Duration>,
+    subagents: super::SubagentFiles,
 ) -> Vec<FoundFile> {
     let mut seen = std::collections::HashSet::new();
     let mut stats = super::WalkStats::default();
     let mut files = Vec::new();
     for id in apps {
         if let Some(rule) = catalog.get(id) {
-            super::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files);
+            super::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files, subagents);
         }
     }
     let cutoff = max_age.map(|d| std::time::SystemTime::now() - d);

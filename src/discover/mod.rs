@@ -154,6 +154,35 @@ pub struct WalkStats {
     pub files_visited: u64,
     pub unreadable: u64,
     pub duplicates: u64,
+    /// Files the rule's `subagent.paths` name, counted instead of listed (`SubagentFiles::Count`).
+    #[serde(skip)]
+    pub subagents_by_path: u64,
+}
+
+/// What a walk does with a file its rule's `subagent.paths` globs name: a subagent whatever its records
+/// say (`scan_head` settles it from the path), so a caller that never captures or lists one can have
+/// it counted, leaving its path, head and cache slot out of memory (a third of a 150k-file home).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubagentFiles {
+    /// Listed like any other file (`capture prune` keeps their sessions, `doctor` counts them).
+    List,
+    /// Counted in `WalkStats::subagents_by_path`, not listed.
+    Count,
+}
+
+/// What one store root's walk found: the files, and the (device, inode) of each subagent file it only
+/// counted (so a file reached twice is still one).
+#[derive(Default)]
+struct Found {
+    files: Vec<FoundFile>,
+    subagents: Vec<(u64, u64)>,
+}
+
+impl Found {
+    fn append(&mut self, other: &mut Found) {
+        self.files.append(&mut other.files);
+        self.subagents.append(&mut other.subagents);
+    }
 }
 
 /// Walks every store of `rule`, adding matching regular files to `out`. The same file reached twice (two
@@ -164,39 +193,55 @@ pub fn walk_rule_set(
     seen: &mut HashSet<(u64, u64)>,
     stats: &mut WalkStats,
     out: &mut Vec<FoundFile>,
+    subagents: SubagentFiles,
 ) {
     for store in &rule.stores {
         for root in resolve_roots(store, cx) {
             if !root.exists {
                 continue;
             }
-            walk_root(rule, store, &root.path, seen, stats, out);
+            walk_root(rule, store, &root.path, (seen, stats, out), subagents);
         }
     }
 }
+
+type WalkInto<'a> = (
+    &'a mut HashSet<(u64, u64)>,
+    &'a mut WalkStats,
+    &'a mut Vec<FoundFile>,
+);
 
 fn walk_root(
     rule: &RuleSet,
     store: &Store,
     root: &Path,
-    seen: &mut HashSet<(u64, u64)>,
-    stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
+    (seen, stats, out): WalkInto,
+    subagents: SubagentFiles,
 ) {
     let at = StoreRoot {
         store,
         root,
         app: std::sync::Arc::from(rule.id.as_str()),
+        subagent_paths: match subagents {
+            SubagentFiles::List => None,
+            SubagentFiles::Count => rule.subagent_paths.as_ref(),
+        },
     };
     let found = walk_parallel(&at, stats).unwrap_or_else(|| walk_sequential(&at, stats));
     // Exactly: grown by doubling, a 150k-file list leaves up to 10 MB unused while every head is held
     // beside it.
-    out.reserve_exact(found.len());
-    for f in found {
+    out.reserve_exact(found.files.len());
+    for f in found.files {
         if seen.insert(f.file_id) {
             out.push(f);
         } else {
             stats.duplicates += 1;
+        }
+    }
+    for id in found.subagents {
+        match seen.insert(id) {
+            true => stats.subagents_by_path += 1,
+            false => stats.duplicates += 1,
         }
     }
 }
@@ -206,6 +251,8 @@ struct StoreRoot<'a> {
     store: &'a Store,
     root: &'a Path,
     app: std::sync::Arc<str>,
+    /// Set when subagent files are counted, not listed.
+    subagent_paths: Option<&'a globset::GlobSet>,
 }
 
 fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
@@ -217,8 +264,8 @@ fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
 
 /// The whole store root in one walk: the reference the parallel walk must equal. Matching files before
 /// duplicates (the same file reached twice) are dropped.
-fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Vec<FoundFile> {
-    let mut out = Vec::new();
+fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Found {
+    let mut out = Found::default();
     for entry in walker(at.store, at.root) {
         consider(at, &entry, stats, &mut out);
     }
@@ -230,7 +277,7 @@ fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Vec<FoundFile> {
 /// the walk's order, so the outcome is exactly the sequential walk's. A symlink to a directory (which
 /// only the sequential walk can check for loops against every ancestor) makes it give up: None, with
 /// `stats` untouched.
-fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<FoundFile>> {
+fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Found> {
     /// What the top levels' walk found, in walk order: a file to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
     enum Part {
@@ -275,15 +322,15 @@ fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<FoundFile>
     };
     let walked = crate::util::par::map(&parts, |part| {
         let mut st = WalkStats::default();
-        let mut out = Vec::new();
+        let mut out = Found::default();
         match part {
             Part::File(seen) => consider_seen(at, seen, &mut st, &mut out),
             Part::Subtree(dir) => walk_subtree(at, dir, &mut st, &mut out)?,
         }
         Some((out, st))
     });
-    let walked: Vec<(Vec<FoundFile>, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
-    let mut out = Vec::new();
+    let walked: Vec<(Found, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
+    let mut out = Found::default();
     stats.unreadable += top.unreadable;
     for (mut v, st) in walked {
         stats.files_visited += st.files_visited;
@@ -298,7 +345,7 @@ fn consider(
     at: &StoreRoot,
     entry: &walkdir::Result<walkdir::DirEntry>,
     stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
+    out: &mut Found,
 ) {
     let entry = match entry {
         Ok(e) => e,
@@ -318,7 +365,7 @@ fn consider_file<E>(
     path: &Path,
     meta: impl FnOnce() -> Result<std::fs::Metadata, E>,
     stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
+    out: &mut Found,
 ) {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
@@ -352,8 +399,12 @@ fn consider_file<E>(
             return;
         }
     };
+    if at.subagent_paths.is_some_and(|g| g.is_match(&*rel)) {
+        out.subagents.push((meta.dev(), meta.ino()));
+        return;
+    }
     let rel_offset = path.to_string_lossy().len() - rel.len();
-    out.push(FoundFile {
+    out.files.push(FoundFile {
         app: at.app.clone(),
         rel_offset,
         size: meta.len(),
@@ -419,7 +470,7 @@ fn each_entry(
 }
 
 /// A file `each_entry` handed out: added to `out` when the store's globs select it.
-fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut Vec<FoundFile>) {
+fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut Found) {
     match seen {
         Seen::File(p, e) => consider_file(at, p, || e.metadata(), stats, out),
         Seen::Linked(p, m) => consider_file(at, p, || Ok::<_, ()>(m.clone()), stats, out),
@@ -430,12 +481,7 @@ fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut V
 /// Walks what is inside `dir` as walkdir does (by file name, depth first, each directory before what it
 /// holds), with std's directory reads: their `metadata` is a `statx` on the open directory, not a
 /// lookup of the whole path, which at 100k files is most of a walk's time. None on a directory symlink.
-fn walk_subtree(
-    at: &StoreRoot,
-    dir: &Path,
-    stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
-) -> Option<()> {
+fn walk_subtree(at: &StoreRoot, dir: &Path, stats: &mut WalkStats, out: &mut Found) -> Option<()> {
     each_entry(at, dir, stats, |seen, stats| {
         match &seen {
             Seen::Dir(p) => walk_subtree(at, p, stats, out)?,
@@ -483,6 +529,7 @@ mod tests {
             store,
             root,
             app: "claude".into(),
+            subagent_paths: None,
         }
     }
 
@@ -513,8 +560,8 @@ mod tests {
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
         let par = walk_parallel(&at(store, &root), &mut a).expect("no directory links");
         let seq = walk_sequential(&at(store, &root), &mut b);
-        assert_eq!(listing(&par), listing(&seq));
-        assert!(seq.len() >= 25, "{}", seq.len());
+        assert_eq!(listing(&par.files), listing(&seq.files));
+        assert!(seq.files.len() >= 25, "{}", seq.files.len());
         assert_eq!(
             (a.files_visited, a.unreadable),
             (b.files_visited, b.unreadable)
@@ -528,10 +575,10 @@ mod tests {
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
         let par = walk_parallel(&at(store, &flat), &mut a).unwrap();
         assert_eq!(
-            listing(&par),
-            listing(&walk_sequential(&at(store, &flat), &mut b))
+            listing(&par.files),
+            listing(&walk_sequential(&at(store, &flat), &mut b).files)
         );
-        assert_eq!((par.len(), a.files_visited), (50, b.files_visited));
+        assert_eq!((par.files.len(), a.files_visited), (50, b.files_visited));
 
         // A directory link leaves the walk to the sequential one, which checks loops against every
         // ancestor: a link elsewhere, then a loop.
@@ -547,12 +594,18 @@ mod tests {
         assert_eq!((untouched.files_visited, untouched.unreadable), (0, 0));
         let rule = cat.get("claude").unwrap();
         let (mut seen, mut st, mut out) = (HashSet::new(), WalkStats::default(), Vec::new());
-        walk_root(rule, store, &root, &mut seen, &mut st, &mut out);
+        walk_root(
+            rule,
+            store,
+            &root,
+            (&mut seen, &mut st, &mut out),
+            SubagentFiles::List,
+        );
         let mut b = WalkStats::default();
         let seq = walk_sequential(&at(store, &root), &mut b);
         assert!(b.unreadable >= 1, "the loop is reported");
         assert_eq!(st.unreadable, b.unreadable);
-        assert_eq!(out.len() as u64 + st.duplicates, seq.len() as u64);
+        assert_eq!(out.len() as u64 + st.duplicates, seq.files.len() as u64);
     }
 
     /// A root written with a trailing `/` or a `.` component gives every file the same relative
@@ -568,6 +621,7 @@ mod tests {
         let rels = |r: &Path| -> Vec<String> {
             let mut st = WalkStats::default();
             let mut v: Vec<String> = walk_sequential(&at(store, r), &mut st)
+                .files
                 .iter()
                 .map(FoundFile::rel)
                 .collect();

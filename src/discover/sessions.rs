@@ -59,7 +59,14 @@ pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String
     let mut seen = HashSet::new();
     let mut files = Vec::new();
     for rule in &catalog.sets {
-        walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
+        walk_rule_set(
+            rule,
+            cx,
+            &mut seen,
+            &mut walk,
+            &mut files,
+            super::SubagentFiles::List,
+        );
     }
     let mut head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
     files
@@ -114,7 +121,8 @@ pub fn list(
     let (files, mut head_cache, mut index) = std::thread::scope(|sc| {
         let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
-        let files = super::locate::recent(catalog, cx, apps, max_age);
+        // Subagent files are never listed: those their path names are not even held.
+        let files = super::locate::recent(catalog, cx, apps, max_age, super::SubagentFiles::Count);
         let cache = cache.join().unwrap_or_default();
         (files, cache, index.join().unwrap_or_default())
     });

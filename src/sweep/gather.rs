@@ -40,7 +40,14 @@ pub fn gather(
         let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         for id in apps {
             if let Some(rule) = catalog.get(id) {
-                discover::walk_rule_set(rule, cx, &mut seen, &mut walk, &mut files);
+                discover::walk_rule_set(
+                    rule,
+                    cx,
+                    &mut seen,
+                    &mut walk,
+                    &mut files,
+                    discover::SubagentFiles::Count,
+                );
             }
         }
         loader.join().unwrap_or_default()
@@ -51,6 +58,9 @@ pub fn gather(
     summary.stats.files_visited = walk.files_visited;
     summary.stats.unreadable = walk.unreadable;
     summary.stats.duplicates = walk.duplicates;
+    // Subagent files their path names were only counted; the others are told by their heads below.
+    summary.stats.subagents += walk.subagents_by_path;
+    summary.count_n(Reason::Subagent, walk.subagents_by_path);
 
     // Heads: from the discovery cache when the file is unchanged, else read (in parallel).
     let heads = discover::sessions::heads(catalog, &mut head_cache, &files);

@@ -146,7 +146,14 @@ impl Summary {
     }
 
     pub fn count(&mut self, reason: Reason) {
-        *self.counts.entry(reason.code()).or_default() += 1;
+        self.count_n(reason, 1);
+    }
+
+    /// `n` more transcripts skipped for `reason` (none: the reason is not listed).
+    pub fn count_n(&mut self, reason: Reason, n: u64) {
+        if n > 0 {
+            *self.counts.entry(reason.code()).or_default() += n;
+        }
     }
 
     pub fn skip(&mut self, item: SkippedItem) {

@@ -121,6 +121,68 @@ fn a_current_cache_is_not_rewritten_and_a_deleted_transcript_leaves_it() {
     assert!(text.contains("000000000001"), "{text}");
 }
 
+/// A subagent file its path names (`subagent.paths`) is a subagent whatever it holds: the sweep counts
+/// it without reading it, caching it or listing it, while one only its records mark is read once and
+/// cached like any other head. `capture sessions` lists neither.
+#[test]
+fn a_subagent_file_its_path_names_is_counted_without_being_read_or_cached() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let sid = "5e551011-aaaa-4bbb-8ccc-000000000001";
+    // One record over 2 MB, no newline: a head scan of it would read its whole `head.max_bytes`.
+    let huge = format!(
+        "{{\"type\":\"user\",\"isSidechain\":true,\"sessionId\":\"{sid}\",\"message\":{{\"content\":\"{}\"}}",
+        "x".repeat(2_000_000)
+    );
+    let by_dir = l.w.write(
+        &format!("home/.claude/projects/-work-app/{sid}/subagents/agent-a1.jsonl"),
+        &huge,
+        HOURS_2,
+    );
+    let legacy = l.w.write(
+        "home/.claude/projects/-work-app/agent-b2.jsonl",
+        &huge,
+        HOURS_2,
+    );
+    // Named like a session, marked a sidechain only by its records.
+    let by_records = l.w.write(
+        "home/.claude/projects/-work-app/5e551011-aaaa-4bbb-8ccc-0000000000cc.jsonl",
+        &claude_line(sid, &l.repo, "sub").replace("{\"type\"", "{\"isSidechain\":true,\"type\""),
+        HOURS_2,
+    );
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    assert_eq!(s["stats"]["subagents"], 3, "{s}");
+    assert_eq!(s["counts"]["subagent"], 3, "{s}");
+    let read = s["stats"]["bytesRead"].as_u64().unwrap();
+    assert!(
+        read < 100_000,
+        "the path-named subagent files were read: {read} bytes"
+    );
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+
+    l.summary(); // live: writes the discovery cache
+    let cache =
+        std::fs::read_to_string(l.w.almanac_home().join("state/discovery-cache.tsv")).unwrap();
+    let listed = |p: &std::path::Path| cache.contains(&format!("\t{}\t", p.display()));
+    assert!(listed(&l.transcript) && listed(&by_records), "{cache}");
+    assert!(!listed(&by_dir) && !listed(&legacy), "{cache}");
+    let warm = l.w.dry_run(&["--quiet", "0m"]);
+    assert_eq!(
+        (&warm["stats"]["bytesRead"], &warm["counts"]["subagent"]),
+        (&0.into(), &3.into()),
+        "{warm}"
+    );
+
+    let rows = sessions(&l);
+    let paths: Vec<&str> = rows["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["transcriptPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, [l.transcript.to_str().unwrap()], "{rows}");
+}
+
 fn sessions(l: &crate::live::Live) -> serde_json::Value {
     json_ok(l.w.almanac().args(["capture", "sessions", "--json"]))
 }

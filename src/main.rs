@@ -1,3 +1,17 @@
 fn main() {
+    fixed_mmap_threshold();
     std::process::exit(almanac::cli::main());
+}
+
+/// glibc serves an allocation of 128 KiB or more with its own mapping, returned to the system when freed,
+/// but raises that threshold to the size of each such block freed (up to 32 MiB). A sweep frees large
+/// vectors early (the walk's lists, the discovery cache), so its later ones came from the heap, where
+/// freed memory stays resident: fixing the threshold cut a 100k-transcript sweep's peak RSS by 14 MiB
+/// (README "Performance"). Other allocators are left alone.
+fn fixed_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }

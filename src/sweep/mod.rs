@@ -127,17 +127,17 @@ impl Trace {
 
     pub fn mark(&self, phase: &str) {
         if self.on {
-            let hwm = std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find(|l| l.starts_with("VmHWM:"))
-                        .map(|l| l[6..].trim().to_string())
-                })
-                .unwrap_or_default();
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let field = |name: &str| {
+                let line = status.lines().find(|l| l.starts_with(name));
+                line.map(|l| l[name.len()..].trim().to_string())
+                    .unwrap_or_default()
+            };
             eprintln!(
-                "almanac: trace: {:>8.1} ms  peak {hwm:>10}  {phase}",
-                self.start.elapsed().as_secs_f64() * 1000.0
+                "almanac: trace: {:>8.1} ms  peak {:>10}  now {:>10}  {phase}",
+                self.start.elapsed().as_secs_f64() * 1000.0,
+                field("VmHWM:"),
+                field("VmRSS:"),
             );
         }
     }

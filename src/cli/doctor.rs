@@ -188,7 +188,7 @@ fn store_checks(cx: &Context, config: &Config, catalog: &Catalog) -> Vec<Check> 
                 found.push(root.path.display().to_string());
             }
         }
-        let mut files = Vec::new();
+        let mut files: Vec<discover::FoundFile> = Vec::new();
         discover::walk_rule_set(
             rule,
             cx,

@@ -22,6 +22,19 @@ pub struct Examined {
 }
 
 impl Examined {
+    /// Nothing learnt yet: a walked file waiting for its head.
+    pub fn unread() -> Examined {
+        Examined {
+            scan: None,
+            error: None,
+            session_id: None,
+            cwd: None,
+            repo: None,
+            subagent: false,
+            excluded: None,
+        }
+    }
+
     pub fn from_head(scan: Result<HeadScan, String>) -> Examined {
         match scan {
             Ok(h) => Examined {

@@ -205,23 +205,26 @@ fn all_roots(catalog: &Catalog, cx: &Context) -> Vec<String> {
 
 /// Every transcript of the rule sets `apps` names, modified within `max_age` when given, most recent
 /// first (ties by path); those `subagent.paths` name only if `subagents` lists them.
-pub fn recent(
+pub fn recent<T: super::WalkItem>(
     catalog: &Catalog,
     cx: &Context,
     apps: &[String],
     max_age: Option<std::time::Duration>,
     subagents: super::SubagentFiles,
-) -> Vec<FoundFile> {
+) -> Vec<T> {
     let mut seen = std::collections::HashSet::new();
     let mut stats = super::WalkStats::default();
-    let mut files = Vec::new();
+    let mut files: Vec<T> = Vec::new();
     for id in apps {
         if let Some(rule) = catalog.get(id) {
             super::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files, subagents);
         }
     }
     let cutoff = max_age.map(|d| std::time::SystemTime::now() - d);
-    files.retain(|f| cutoff.is_none_or(|c| f.mtime >= c));
-    files.sort_by(|x, y| y.mtime.cmp(&x.mtime).then_with(|| x.path.cmp(&y.path)));
+    files.retain(|f: &T| cutoff.is_none_or(|c| f.file().mtime >= c));
+    files.sort_by(|x, y| {
+        let (x, y) = (x.file(), y.file());
+        y.mtime.cmp(&x.mtime).then_with(|| x.path.cmp(&y.path))
+    });
     files
 }

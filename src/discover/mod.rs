@@ -170,29 +170,56 @@ pub enum SubagentFiles {
     Count,
 }
 
+/// What a walk lists for each file: the file itself, or a caller's record made from it (the sweep's
+/// candidate, whose head is then filled in where it lies: a second list of 100k files is never made).
+pub trait WalkItem: Send {
+    fn new(file: FoundFile) -> Self;
+    fn file(&self) -> &FoundFile;
+}
+
+impl WalkItem for FoundFile {
+    fn new(file: FoundFile) -> Self {
+        file
+    }
+    fn file(&self) -> &FoundFile {
+        self
+    }
+}
+
+/// A file with its head, not read yet (`sessions::heads` fills it in).
+impl WalkItem for (FoundFile, Examined) {
+    fn new(file: FoundFile) -> Self {
+        (file, Examined::unread())
+    }
+    fn file(&self) -> &FoundFile {
+        &self.0
+    }
+}
+
 /// What one store root's walk found: the files, and the (device, inode) of each subagent file it only
 /// counted (so a file reached twice is still one).
-#[derive(Default)]
-struct Found {
-    files: Vec<FoundFile>,
+struct Found<T> {
+    files: Vec<T>,
     subagents: Vec<(u64, u64)>,
 }
 
-impl Found {
-    fn append(&mut self, other: &mut Found) {
-        self.files.append(&mut other.files);
-        self.subagents.append(&mut other.subagents);
+impl<T> Found<T> {
+    fn new() -> Self {
+        Found {
+            files: Vec::new(),
+            subagents: Vec::new(),
+        }
     }
 }
 
 /// Walks every store of `rule`, adding matching regular files to `out`. The same file reached twice (two
 /// roots, a symlink) is kept once: `seen` holds (device, inode) across all rule sets of a sweep.
-pub fn walk_rule_set(
+pub fn walk_rule_set<T: WalkItem>(
     rule: &RuleSet,
     cx: &Context,
     seen: &mut HashSet<(u64, u64)>,
     stats: &mut WalkStats,
-    out: &mut Vec<FoundFile>,
+    out: &mut Vec<T>,
     subagents: SubagentFiles,
 ) {
     for store in &rule.stores {
@@ -205,17 +232,17 @@ pub fn walk_rule_set(
     }
 }
 
-type WalkInto<'a> = (
+type WalkInto<'a, T> = (
     &'a mut HashSet<(u64, u64)>,
     &'a mut WalkStats,
-    &'a mut Vec<FoundFile>,
+    &'a mut Vec<T>,
 );
 
-fn walk_root(
+fn walk_root<T: WalkItem>(
     rule: &RuleSet,
     store: &Store,
     root: &Path,
-    (seen, stats, out): WalkInto,
+    (seen, stats, out): WalkInto<T>,
     subagents: SubagentFiles,
 ) {
     let at = StoreRoot {
@@ -227,23 +254,23 @@ fn walk_root(
             SubagentFiles::Count => rule.subagent_paths.as_ref(),
         },
     };
-    let found = walk_parallel(&at, stats).unwrap_or_else(|| walk_sequential(&at, stats));
-    // Exactly: grown by doubling, a 150k-file list leaves up to 10 MB unused while every head is held
-    // beside it.
-    out.reserve_exact(found.files.len());
-    for f in found.files {
-        if seen.insert(f.file_id) {
-            out.push(f);
-        } else {
-            stats.duplicates += 1;
+    // Each piece of the walk joins `out` as it is (a second list of the root's files is never made),
+    // less the files already seen: the same file reached twice is one, the first in walk order.
+    let pieces = walk_parallel(&at, stats).unwrap_or_else(|| vec![walk_sequential(&at, stats)]);
+    for mut found in pieces {
+        let before = found.files.len();
+        found.files.retain(|f: &T| seen.insert(f.file().file_id));
+        stats.duplicates += (before - found.files.len()) as u64;
+        out.append(&mut found.files);
+        for id in found.subagents {
+            match seen.insert(id) {
+                true => stats.subagents_by_path += 1,
+                false => stats.duplicates += 1,
+            }
         }
     }
-    for id in found.subagents {
-        match seen.insert(id) {
-            true => stats.subagents_by_path += 1,
-            false => stats.duplicates += 1,
-        }
-    }
+    // Grown by doubling: what is left over is given back (a resize in place, as the list is mapped).
+    out.shrink_to_fit();
 }
 
 /// One store root being walked: what every file found under it shares.
@@ -264,8 +291,8 @@ fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
 
 /// The whole store root in one walk: the reference the parallel walk must equal. Matching files before
 /// duplicates (the same file reached twice) are dropped.
-fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Found {
-    let mut out = Found::default();
+fn walk_sequential<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Found<T> {
+    let mut out = Found::new();
     for entry in walker(at.store, at.root) {
         consider(at, &entry, stats, &mut out);
     }
@@ -273,11 +300,11 @@ fn walk_sequential(at: &StoreRoot, stats: &mut WalkStats) -> Found {
 }
 
 /// The same walk on every core: the top levels are walked here, in order, down to a depth that leaves
-/// enough directories to share out; those subtrees are walked in parallel and the results put back in
-/// the walk's order, so the outcome is exactly the sequential walk's. A symlink to a directory (which
+/// enough directories to share out; those subtrees are walked in parallel and their results handed
+/// back piece by piece in the walk's order, so together they are exactly the sequential walk's. A symlink to a directory (which
 /// only the sequential walk can check for loops against every ancestor) makes it give up: None, with
 /// `stats` untouched.
-fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Found> {
+fn walk_parallel<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<Found<T>>> {
     /// What the top levels' walk found, in walk order: a file to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
     enum Part {
@@ -322,30 +349,29 @@ fn walk_parallel(at: &StoreRoot, stats: &mut WalkStats) -> Option<Found> {
     };
     let walked = crate::util::par::map(&parts, |part| {
         let mut st = WalkStats::default();
-        let mut out = Found::default();
+        let mut out = Found::new();
         match part {
             Part::File(seen) => consider_seen(at, seen, &mut st, &mut out),
             Part::Subtree(dir) => walk_subtree(at, dir, &mut st, &mut out)?,
         }
         Some((out, st))
     });
-    let walked: Vec<(Found, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
-    let mut out = Found::default();
+    let walked: Vec<(Found<T>, WalkStats)> = walked.into_iter().collect::<Option<_>>()?;
     stats.unreadable += top.unreadable;
-    for (mut v, st) in walked {
+    let pieces = walked.into_iter().map(|(found, st)| {
         stats.files_visited += st.files_visited;
         stats.unreadable += st.unreadable;
-        out.append(&mut v);
-    }
-    Some(out)
+        found
+    });
+    Some(pieces.collect())
 }
 
 /// One entry of a walkdir walk: a regular file the store's globs select is added to `out`.
-fn consider(
+fn consider<T: WalkItem>(
     at: &StoreRoot,
     entry: &walkdir::Result<walkdir::DirEntry>,
     stats: &mut WalkStats,
-    out: &mut Found,
+    out: &mut Found<T>,
 ) {
     let entry = match entry {
         Ok(e) => e,
@@ -360,12 +386,12 @@ fn consider(
 }
 
 /// A regular file: added to `out` when the store's globs select it (its metadata is only read then).
-fn consider_file<E>(
+fn consider_file<E, T: WalkItem>(
     at: &StoreRoot,
     path: &Path,
     meta: impl FnOnce() -> Result<std::fs::Metadata, E>,
     stats: &mut WalkStats,
-    out: &mut Found,
+    out: &mut Found<T>,
 ) {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
@@ -404,14 +430,14 @@ fn consider_file<E>(
         return;
     }
     let rel_offset = path.to_string_lossy().len() - rel.len();
-    out.files.push(FoundFile {
+    out.files.push(T::new(FoundFile {
         app: at.app.clone(),
         rel_offset,
         size: meta.len(),
         mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
         file_id: (meta.dev(), meta.ino()),
         path: path.to_path_buf(),
-    });
+    }));
 }
 
 /// An entry of a directory listed with std's reads, as the walk treats it.
@@ -470,7 +496,12 @@ fn each_entry(
 }
 
 /// A file `each_entry` handed out: added to `out` when the store's globs select it.
-fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut Found) {
+fn consider_seen<T: WalkItem>(
+    at: &StoreRoot,
+    seen: &Seen,
+    stats: &mut WalkStats,
+    out: &mut Found<T>,
+) {
     match seen {
         Seen::File(p, e) => consider_file(at, p, || e.metadata(), stats, out),
         Seen::Linked(p, m) => consider_file(at, p, || Ok::<_, ()>(m.clone()), stats, out),
@@ -481,7 +512,12 @@ fn consider_seen(at: &StoreRoot, seen: &Seen, stats: &mut WalkStats, out: &mut F
 /// Walks what is inside `dir` as walkdir does (by file name, depth first, each directory before what it
 /// holds), with std's directory reads: their `metadata` is a `statx` on the open directory, not a
 /// lookup of the whole path, which at 100k files is most of a walk's time. None on a directory symlink.
-fn walk_subtree(at: &StoreRoot, dir: &Path, stats: &mut WalkStats, out: &mut Found) -> Option<()> {
+fn walk_subtree<T: WalkItem>(
+    at: &StoreRoot,
+    dir: &Path,
+    stats: &mut WalkStats,
+    out: &mut Found<T>,
+) -> Option<()> {
     each_entry(at, dir, stats, |seen, stats| {
         match &seen {
             Seen::Dir(p) => walk_subtree(at, p, stats, out)?,
@@ -539,6 +575,16 @@ mod tests {
             .collect()
     }
 
+    /// The parallel walk's pieces, in order, as one.
+    fn joined(pieces: Vec<Found<FoundFile>>) -> Found<FoundFile> {
+        let mut all = Found::new();
+        for mut p in pieces {
+            all.files.append(&mut p.files);
+            all.subagents.append(&mut p.subagents);
+        }
+        all
+    }
+
     #[test]
     fn the_parallel_walk_equals_the_sequential_one() {
         let cat = crate::rules::load(&[]).unwrap();
@@ -558,8 +604,8 @@ mod tests {
         std::os::unix::fs::symlink(root.join("-p01/1.jsonl"), root.join("-p02/link.jsonl"))
             .unwrap();
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
-        let par = walk_parallel(&at(store, &root), &mut a).expect("no directory links");
-        let seq = walk_sequential(&at(store, &root), &mut b);
+        let par = joined(walk_parallel(&at(store, &root), &mut a).expect("no directory links"));
+        let seq: Found<FoundFile> = walk_sequential(&at(store, &root), &mut b);
         assert_eq!(listing(&par.files), listing(&seq.files));
         assert!(seq.files.len() >= 25, "{}", seq.files.len());
         assert_eq!(
@@ -573,10 +619,10 @@ mod tests {
             write_file(&flat.join(format!("r{i:02}.jsonl")), i);
         }
         let (mut a, mut b) = (WalkStats::default(), WalkStats::default());
-        let par = walk_parallel(&at(store, &flat), &mut a).unwrap();
+        let par = joined(walk_parallel(&at(store, &flat), &mut a).unwrap());
         assert_eq!(
             listing(&par.files),
-            listing(&walk_sequential(&at(store, &flat), &mut b).files)
+            listing(&walk_sequential::<FoundFile>(&at(store, &flat), &mut b).files)
         );
         assert_eq!((par.files.len(), a.files_visited), (50, b.files_visited));
 
@@ -586,14 +632,18 @@ mod tests {
         std::fs::create_dir_all(&ext).unwrap();
         std::fs::write(ext.join("e.jsonl"), "e").unwrap();
         std::os::unix::fs::symlink(&ext, root.join("-p04/s1/ext")).unwrap();
-        assert!(walk_parallel(&at(store, &root), &mut WalkStats::default()).is_none());
+        assert!(walk_parallel::<FoundFile>(&at(store, &root), &mut WalkStats::default()).is_none());
         std::fs::remove_file(root.join("-p04/s1/ext")).unwrap();
         std::os::unix::fs::symlink(&root, root.join("-p03/s1/loop")).unwrap();
         let mut untouched = WalkStats::default();
-        assert!(walk_parallel(&at(store, &root), &mut untouched).is_none());
+        assert!(walk_parallel::<FoundFile>(&at(store, &root), &mut untouched).is_none());
         assert_eq!((untouched.files_visited, untouched.unreadable), (0, 0));
         let rule = cat.get("claude").unwrap();
-        let (mut seen, mut st, mut out) = (HashSet::new(), WalkStats::default(), Vec::new());
+        let (mut seen, mut st, mut out) = (
+            HashSet::new(),
+            WalkStats::default(),
+            Vec::<FoundFile>::new(),
+        );
         walk_root(
             rule,
             store,
@@ -602,7 +652,7 @@ mod tests {
             SubagentFiles::List,
         );
         let mut b = WalkStats::default();
-        let seq = walk_sequential(&at(store, &root), &mut b);
+        let seq: Found<FoundFile> = walk_sequential(&at(store, &root), &mut b);
         assert!(b.unreadable >= 1, "the loop is reported");
         assert_eq!(st.unreadable, b.unreadable);
         assert_eq!(out.len() as u64 + st.duplicates, seq.files.len() as u64);
@@ -620,7 +670,7 @@ mod tests {
         write_file(&root.join("-p/s/subagents/agent-1.jsonl"), 2);
         let rels = |r: &Path| -> Vec<String> {
             let mut st = WalkStats::default();
-            let mut v: Vec<String> = walk_sequential(&at(store, r), &mut st)
+            let mut v: Vec<String> = walk_sequential::<FoundFile>(&at(store, r), &mut st)
                 .files
                 .iter()
                 .map(FoundFile::rel)

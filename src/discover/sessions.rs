@@ -7,49 +7,75 @@ use crate::context::Context;
 use crate::rules::Catalog;
 use std::collections::HashSet;
 
-/// Each file's head: from the discovery cache while the file is unchanged (bytes read None), else read
-/// now (in parallel), with the bytes read. What the cache held is moved out of it (looked up in
-/// parallel, taken in order), so its strings are not held twice. The head scan itself is not kept
-/// (only `rules explain` shows it): memory stays flat.
+/// What `heads` read.
+pub struct HeadReads {
+    /// Bytes read from the heads that were not in the cache.
+    pub bytes_read: u64,
+    /// How many heads were read (not taken from the cache).
+    pub read: usize,
+}
+
+/// Fills in each walked file's head: from the discovery cache while the file is unchanged, else read now
+/// (in parallel). What the cache held is moved out of it (looked up in parallel, taken in order), so its
+/// strings are not held twice, and each head is written beside its file where the walk left it (a list
+/// of heads beside the files, then a list of both, held 28 MB at once at 100k). The head scan itself is
+/// not kept (only `rules explain` shows it): memory stays flat.
 pub fn heads(
     catalog: &Catalog,
     head_cache: &mut cache::Cache,
-    files: &[FoundFile],
-) -> Vec<(Examined, Option<u64>)> {
+    files: &mut [(FoundFile, Examined)],
+) -> HeadReads {
     let read = |file: &FoundFile| {
         let Some(rule) = catalog.get(&file.app) else {
-            return (Examined::from_head(Err("no rule set".into())), None);
+            return (Examined::from_head(Err("no rule set".into())), 0);
         };
         let scan = read_head(rule, file).map_err(|e| e.to_string());
         let read = scan.as_ref().map(|h| h.bytes_read).unwrap_or(0);
         let mut ex = Examined::from_head(scan);
         ex.scan = None;
-        (ex, Some(read))
+        (ex, read)
     };
-    // Err(i): remembered in cache slot i, taken below in order.
-    let found = crate::util::par::map(files, |file| {
-        match head_cache.find(&file.path, &file.app, &file.stamp()) {
-            Some(i) => Err(i),
-            None => Ok(read(file)),
-        }
+    let slots = crate::util::par::map(files, |(file, _)| {
+        head_cache.find(&file.path, &file.app, &file.stamp())
     });
-    // A slot already taken (one file listed twice, which the walk does not do) is read instead.
-    found
-        .into_iter()
-        .zip(files)
-        .map(|(f, file)| {
-            f.unwrap_or_else(|i| match head_cache.take(i) {
-                Some(c) => (Examined::from_cache(c), None),
-                None => read(file),
-            })
-        })
-        .collect()
+    // The heads the cache does not have, read in parallel: none in a sweep that finds nothing new.
+    let missing: Vec<&FoundFile> = files
+        .iter()
+        .zip(&slots)
+        .filter_map(|((f, _), s)| s.is_none().then_some(f))
+        .collect();
+    let mut fresh = crate::util::par::map(&missing, |f| read(f)).into_iter();
+    drop(missing);
+    let mut out = HeadReads {
+        bytes_read: 0,
+        read: 0,
+    };
+    for ((file, ex), slot) in files.iter_mut().zip(slots) {
+        let (got, bytes) = match (slot.and_then(|i| head_cache.take(i)), slot) {
+            (Some(c), _) => (Examined::from_cache(c), None),
+            // A slot already taken (one file listed twice, which the walk does not do) is read instead.
+            (None, Some(_)) => {
+                let (got, n) = read(file);
+                (got, Some(n))
+            }
+            (None, None) => {
+                let (got, n) = fresh.next().expect("a head read for each file not cached");
+                (got, Some(n))
+            }
+        };
+        *ex = got;
+        if let Some(n) = bytes {
+            out.bytes_read += n;
+            out.read += 1;
+        }
+    }
+    out
 }
 
-/// Whether the discovery cache must be written after `heads`: some head was read, or the cache holds
-/// files that were not walked.
-pub fn cache_stale(head_cache: &cache::Cache, heads: &[(Examined, Option<u64>)]) -> bool {
-    !(heads.iter().all(|(_, read)| read.is_none()) && head_cache.len() == heads.len())
+/// Whether the discovery cache must be written after `heads` filled in `files`: some head was read, or
+/// the cache holds files that were not walked.
+pub fn cache_stale(head_cache: &cache::Cache, reads: &HeadReads, files: usize) -> bool {
+    reads.read > 0 || head_cache.len() != files
 }
 
 /// Every (app, session id) found in the stores. Heads come from the discovery cache while a file is
@@ -57,7 +83,7 @@ pub fn cache_stale(head_cache: &cache::Cache, heads: &[(Examined, Option<u64>)])
 pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String)> {
     let mut walk = WalkStats::default();
     let mut seen = HashSet::new();
-    let mut files = Vec::new();
+    let mut files: Vec<(FoundFile, Examined)> = Vec::new();
     for rule in &catalog.sets {
         walk_rule_set(
             rule,
@@ -69,10 +95,10 @@ pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String
         );
     }
     let mut head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
+    heads(catalog, &mut head_cache, &mut files);
     files
-        .iter()
-        .zip(heads(catalog, &mut head_cache, &files))
-        .filter_map(|(f, (ex, _))| Some((f.app.to_string(), ex.session_id?)))
+        .into_iter()
+        .filter_map(|(f, ex)| Some((f.app.to_string(), ex.session_id?)))
         .collect()
 }
 
@@ -118,32 +144,30 @@ pub fn list(
     let cache_file = cache::path(&cx.almanac_home);
     let index_file = turn_index::path(&cx.almanac_home);
     // The discovery cache and the turn index load while the stores are walked.
-    let (files, mut head_cache, mut index) = std::thread::scope(|sc| {
+    let (mut files, mut head_cache, mut index) = std::thread::scope(|sc| {
         let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
         // Subagent files are never listed: those their path names are not even held.
-        let files = super::locate::recent(catalog, cx, apps, max_age, super::SubagentFiles::Count);
+        let files: Vec<(FoundFile, Examined)> =
+            super::locate::recent(catalog, cx, apps, max_age, super::SubagentFiles::Count);
         let cache = cache.join().unwrap_or_default();
         (files, cache, index.join().unwrap_or_default())
     });
     trace.mark("walk and cache load");
-    let heads = heads(catalog, &mut head_cache, &files);
+    let reads = heads(catalog, &mut head_cache, &mut files);
     let mut stats = ListStats {
-        bytes_read: heads.iter().filter_map(|(_, r)| *r).sum(),
+        bytes_read: reads.bytes_read,
         ..ListStats::default()
     };
-    if max_age.is_none() && cache_stale(&head_cache, &heads) {
-        let entries = files
-            .iter()
-            .zip(&heads)
-            .map(|(file, (ex, _))| cache::Entry::of(file, ex));
+    if max_age.is_none() && cache_stale(&head_cache, &reads, files.len()) {
+        let entries = files.iter().map(|(file, ex)| cache::Entry::of(file, ex));
         cache::Cache::save(&cache_file, &catalog.fingerprint, entries);
     }
     drop(head_cache);
     let mut mapper = super::repo::RepoMapper::new(&cx.almanac_home);
     // Rows are made once, their counts filled in after: a second list of 100k rows is never held.
     let mut sessions: Vec<Listed> = Vec::new();
-    for (file, (mut ex, _)) in files.into_iter().zip(heads) {
+    for (file, mut ex) in files {
         if ex.subagent || ex.error.is_some() {
             continue;
         }
@@ -220,10 +244,11 @@ mod tests {
         };
         cache::Cache::save(&cache_file, &cat.fingerprint, std::iter::once(entry));
         let mut c = cache::Cache::load(&cache_file, &cat.fingerprint);
-        let got = heads(&cat, &mut c, &[file.clone(), file]);
-        assert_eq!(got[0].0.session_id.as_deref(), Some("s-cached"));
-        assert_eq!(got[0].1, None, "from the cache");
-        assert_eq!(got[1].0.session_id.as_deref(), Some("s-file"));
-        assert!(got[1].1.is_some_and(|n| n > 0), "read from the file");
+        let mut files = [file.clone(), file].map(|f| (f, Examined::unread()));
+        let got = heads(&cat, &mut c, &mut files);
+        assert_eq!(files[0].1.session_id.as_deref(), Some("s-cached"));
+        assert_eq!(files[1].1.session_id.as_deref(), Some("s-file"));
+        assert_eq!(got.read, 1, "the second is read from the file");
+        assert!(got.bytes_read > 0);
     }
 }

@@ -188,15 +188,9 @@ fn store_checks(cx: &Context, config: &Config, catalog: &Catalog) -> Vec<Check> 
                 found.push(root.path.display().to_string());
             }
         }
-        let mut files: Vec<discover::FoundFile> = Vec::new();
-        discover::walk_rule_set(
-            rule,
-            cx,
-            &mut Default::default(),
-            &mut Default::default(),
-            &mut files,
-            discover::SubagentFiles::List,
-        );
+        let mut walk = discover::Walk::<discover::FoundFile>::default();
+        walk.rule_set(rule, cx, discover::SubagentFiles::List);
+        let (files, _) = walk.finish();
         let name = format!("{} stores", rule.id);
         checks.push(if found.is_empty() {
             check(Status::Warn, &name, "no store directory exists".into(), Some(format!("nothing to capture from {} yet; `almanac rules list` shows where almanac looks", rule.name)))

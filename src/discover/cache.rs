@@ -20,28 +20,32 @@ pub struct Stamp {
 /// What the cache remembers of one unchanged file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
-    pub session_id: Option<String>,
+    pub session_id: Option<Box<str>>,
     /// Shared with every other session of the same cwd.
     pub cwd: Option<std::sync::Arc<str>>,
     pub subagent: bool,
-    pub excluded: Option<String>,
+    pub excluded: Option<Box<str>>,
 }
 
 /// In memory, entries are keyed by (device, inode) and carry a hash of their path: no path strings, and
-/// cwds (shared by many sessions) stored once. The mtime is kept in an `i64` of nanoseconds (years
+/// apps and cwds (shared by many sessions) stored once and named by index, an exclusion (rare) kept
+/// apart: 48 bytes a file beside its session id. The mtime is kept in an `i64` of nanoseconds (years
 /// 1678 to 2262); a file outside that range is simply not cached.
 struct Slot {
     path_hash: u64,
     size: u64,
     mtime_ns: i64,
-    app: std::sync::Arc<str>,
     session_id: Option<Box<str>>,
-    cwd: Option<std::sync::Arc<str>>,
+    /// Index into `Cache::cwds`, or `NO_CWD`.
+    cwd: u32,
+    /// Index into `Cache::apps`.
+    app: u8,
     subagent: bool,
     /// Moved out by `take`.
     taken: bool,
-    excluded: Option<Box<str>>,
 }
+
+const NO_CWD: u32 = u32::MAX;
 
 /// One file's verdicts as the sweep holds them, borrowed for writing.
 pub struct Entry<'a> {
@@ -76,6 +80,10 @@ pub struct Cache {
     /// from the slots, so the search stays in a small array), and the slot of each.
     keys: Vec<(u64, u64)>,
     slots: Vec<Slot>,
+    apps: Vec<std::sync::Arc<str>>,
+    cwds: Vec<std::sync::Arc<str>>,
+    /// The exclusion verdict of the few files that have one, by key.
+    excluded: HashMap<(u64, u64), Box<str>>,
 }
 
 /// Over the path's bytes (`Path`'s own `Hash` walks its components: several times slower, and a sweep
@@ -103,7 +111,6 @@ impl Cache {
             fingerprint: fingerprint.to_string(),
             ..Cache::default()
         };
-        let mut entries: Vec<((u64, u64), Slot)> = Vec::new();
         // Read line by line: the whole file as one string would stay behind in this thread's arena.
         let Ok(f) = std::fs::File::open(file) else {
             return cache;
@@ -112,9 +119,11 @@ impl Cache {
         if lines.next().as_deref() != Some(HEADER) || lines.next().as_deref() != Some(fingerprint) {
             return cache;
         }
-        let mut cwds: HashMap<String, std::sync::Arc<str>> = HashMap::new();
-        let mut apps: HashMap<String, std::sync::Arc<str>> = HashMap::new();
-        for line in lines {
+        // Each line in walk order (the line number breaks ties below), its exclusion apart.
+        let mut entries: Vec<((u64, u64), u32, Slot)> = Vec::new();
+        let mut excluded: Vec<((u64, u64), u32, Box<str>)> = Vec::new();
+        let mut cwds: HashMap<String, u32> = HashMap::new();
+        for (n, line) in (0u32..).zip(lines) {
             let line: &str = &line;
             let mut f = line.split('\t');
             let mut next = || f.next();
@@ -149,42 +158,64 @@ impl Cache {
             else {
                 continue;
             };
-            let app = match apps.get(app) {
-                Some(a) => a.clone(),
-                None => apps
-                    .entry(app.to_string())
-                    .or_insert_with(|| std::sync::Arc::from(app))
-                    .clone(),
+            let app = match cache.apps.iter().position(|a| &**a == app) {
+                Some(i) => i,
+                None => {
+                    cache.apps.push(std::sync::Arc::from(app));
+                    cache.apps.len() - 1
+                }
             };
-            let cwd = (!cwd.is_empty()).then(|| match cwds.get(cwd) {
-                Some(c) => c.clone(),
-                None => cwds
-                    .entry(cwd.to_string())
-                    .or_insert_with(|| std::sync::Arc::from(cwd))
-                    .clone(),
-            });
+            let Ok(app) = u8::try_from(app) else {
+                continue; // more than 256 apps: the rest are read, not cached
+            };
+            let cwd = match cwd {
+                "" => NO_CWD,
+                c => match cwds.get(c) {
+                    Some(&i) => i,
+                    None => {
+                        let i = cache.cwds.len() as u32;
+                        cache.cwds.push(std::sync::Arc::from(c));
+                        cwds.insert(c.to_string(), i);
+                        i
+                    }
+                },
+            };
+            if !exc.is_empty() {
+                excluded.push(((dev, ino), n, exc.into()));
+            }
             entries.push((
                 (dev, ino),
+                n,
                 Slot {
                     path_hash: path_hash(Path::new(path)),
                     size,
                     mtime_ns,
-                    app,
                     session_id: (!sid.is_empty()).then(|| sid.into()),
                     cwd,
+                    app,
                     subagent: sub == "1",
                     taken: false,
-                    excluded: (!exc.is_empty()).then(|| exc.into()),
                 },
             ));
         }
-        // The file is written in walk order; a (device, inode) listed twice keeps its last line.
-        entries.sort_by_key(|(k, _)| *k);
-        entries.reverse();
-        entries.dedup_by_key(|(k, _)| *k);
-        entries.reverse();
-        cache.keys = entries.iter().map(|(k, _)| *k).collect();
-        cache.slots = entries.into_iter().map(|(_, s)| s).collect();
+        drop(cwds);
+        // A (device, inode) listed twice keeps its last line. Unstable, so in place.
+        entries.sort_unstable_by_key(|(k, n, _)| (*k, std::cmp::Reverse(*n)));
+        entries.dedup_by_key(|(k, _, _)| *k);
+        // An exclusion counts only from the line that was kept.
+        let kept = |k: &(u64, u64), n: u32| {
+            let i = entries.binary_search_by_key(k, |(k, _, _)| *k);
+            i.is_ok_and(|i| entries[i].1 == n)
+        };
+        cache.excluded = excluded
+            .into_iter()
+            .filter(|(k, n, _)| kept(k, *n))
+            .map(|(k, _, e)| (k, e))
+            .collect();
+        cache.keys = entries.iter().map(|(k, _, _)| *k).collect();
+        cache.slots = entries.into_iter().map(|(_, _, s)| s).collect();
+        // Collected where the entries were: what they took beyond the slots is given back.
+        cache.slots.shrink_to_fit();
         cache
     }
 
@@ -193,7 +224,7 @@ impl Cache {
     pub fn find(&self, path: &Path, app: &str, stamp: &Stamp) -> Option<usize> {
         let i = self.keys.binary_search(&(stamp.dev, stamp.ino)).ok()?;
         let s = &self.slots[i];
-        let fits = &*s.app == app
+        let fits = &*self.apps[usize::from(s.app)] == app
             && s.size == stamp.size
             && i128::from(s.mtime_ns) == stamp.mtime_ns
             && s.path_hash == path_hash(path);
@@ -208,10 +239,10 @@ impl Cache {
             return None;
         }
         Some(Cached {
-            session_id: s.session_id.take().map(String::from),
-            cwd: s.cwd.take(),
+            session_id: s.session_id.take(),
+            cwd: self.cwds.get(s.cwd as usize).cloned(),
             subagent: s.subagent,
-            excluded: s.excluded.take().map(String::from),
+            excluded: self.excluded.remove(&self.keys[i]),
         })
     }
 

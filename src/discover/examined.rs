@@ -9,16 +9,16 @@ use crate::rules::RuleSet;
 pub struct Examined {
     /// The full head scan when the head was read now (None when it came from the discovery cache).
     pub scan: Option<Box<HeadScan>>,
-    /// Why the head could not be read.
-    pub error: Option<String>,
-    pub session_id: Option<String>,
+    /// Why the head could not be read. (Boxed strings: 100k of these are held at once.)
+    pub error: Option<Box<str>>,
+    pub session_id: Option<Box<str>>,
     /// Shared with the other sessions of the same cwd when it came from the discovery cache.
     pub cwd: Option<std::sync::Arc<str>>,
     /// Shared by every session of the repo.
     pub repo: Option<std::sync::Arc<std::path::Path>>,
     pub subagent: bool,
     /// The exclude_when test that held, if any.
-    pub excluded: Option<String>,
+    pub excluded: Option<Box<str>>,
 }
 
 impl Examined {
@@ -38,17 +38,17 @@ impl Examined {
     pub fn from_head(scan: Result<HeadScan, String>) -> Examined {
         match scan {
             Ok(h) => Examined {
-                session_id: h.get("session_id").map(str::to_string),
+                session_id: h.get("session_id").map(Box::from),
                 cwd: h.get("cwd").map(std::sync::Arc::from),
                 subagent: h.subagent.is_some(),
-                excluded: h.excluded.as_ref().map(|v| v.reason.clone()),
+                excluded: h.excluded.as_ref().map(|v| v.reason.as_str().into()),
                 scan: Some(Box::new(h)),
                 error: None,
                 repo: None,
             },
             Err(e) => Examined {
                 scan: None,
-                error: Some(e),
+                error: Some(e.into()),
                 session_id: None,
                 cwd: None,
                 repo: None,

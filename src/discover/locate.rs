@@ -212,14 +212,13 @@ pub fn recent<T: super::WalkItem>(
     max_age: Option<std::time::Duration>,
     subagents: super::SubagentFiles,
 ) -> Vec<T> {
-    let mut seen = std::collections::HashSet::new();
-    let mut stats = super::WalkStats::default();
-    let mut files: Vec<T> = Vec::new();
+    let mut walk = super::Walk::<T>::default();
     for id in apps {
         if let Some(rule) = catalog.get(id) {
-            super::walk_rule_set(rule, cx, &mut seen, &mut stats, &mut files, subagents);
+            walk.rule_set(rule, cx, subagents);
         }
     }
+    let (mut files, _) = walk.finish();
     let cutoff = max_age.map(|d| std::time::SystemTime::now() - d);
     files.retain(|f: &T| cutoff.is_none_or(|c| f.file().mtime >= c));
     files.sort_by(|x, y| {

@@ -15,7 +15,6 @@ use crate::context::Context;
 use crate::rules::{RuleSet, Store};
 use head::HeadScan;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -212,65 +211,93 @@ impl<T> Found<T> {
     }
 }
 
-/// Walks every store of `rule`, adding matching regular files to `out`. The same file reached twice (two
-/// roots, a symlink) is kept once: `seen` holds (device, inode) across all rule sets of a sweep.
-pub fn walk_rule_set<T: WalkItem>(
-    rule: &RuleSet,
-    cx: &Context,
-    seen: &mut HashSet<(u64, u64)>,
-    stats: &mut WalkStats,
-    out: &mut Vec<T>,
-    subagents: SubagentFiles,
-) {
-    for store in &rule.stores {
-        for root in resolve_roots(store, cx) {
-            if !root.exists {
-                continue;
-            }
-            walk_root(rule, store, &root.path, (seen, stats, out), subagents);
+/// The files the stores of one or more rule sets hold, walked root by root (`rule_set`), then made one
+/// (`finish`): the same file reached twice (two roots, a symlink, a hard link) is kept once, the first
+/// in walk order, and a listed file wins over a subagent file its path names. That is sorted out once
+/// every walk is done, from the list itself: a set of every (device, inode) seen took 4.5 MB at 100k.
+pub struct Walk<T> {
+    files: Vec<T>,
+    stats: WalkStats,
+    /// The (device, inode) of each subagent file only counted (`SubagentFiles::Count`).
+    subagent_ids: Vec<(u64, u64)>,
+}
+
+impl<T: WalkItem> Default for Walk<T> {
+    fn default() -> Self {
+        Walk {
+            files: Vec::new(),
+            stats: WalkStats::default(),
+            subagent_ids: Vec::new(),
         }
     }
 }
 
-type WalkInto<'a, T> = (
-    &'a mut HashSet<(u64, u64)>,
-    &'a mut WalkStats,
-    &'a mut Vec<T>,
-);
-
-fn walk_root<T: WalkItem>(
-    rule: &RuleSet,
-    store: &Store,
-    root: &Path,
-    (seen, stats, out): WalkInto<T>,
-    subagents: SubagentFiles,
-) {
-    let at = StoreRoot {
-        store,
-        root,
-        app: std::sync::Arc::from(rule.id.as_str()),
-        subagent_paths: match subagents {
-            SubagentFiles::List => None,
-            SubagentFiles::Count => rule.subagent_paths.as_ref(),
-        },
-    };
-    // Each piece of the walk joins `out` as it is (a second list of the root's files is never made),
-    // less the files already seen: the same file reached twice is one, the first in walk order.
-    let pieces = walk_parallel(&at, stats).unwrap_or_else(|| vec![walk_sequential(&at, stats)]);
-    for mut found in pieces {
-        let before = found.files.len();
-        found.files.retain(|f: &T| seen.insert(f.file().file_id));
-        stats.duplicates += (before - found.files.len()) as u64;
-        out.append(&mut found.files);
-        for id in found.subagents {
-            match seen.insert(id) {
-                true => stats.subagents_by_path += 1,
-                false => stats.duplicates += 1,
+impl<T: WalkItem> Walk<T> {
+    /// Walks every store of `rule`.
+    pub fn rule_set(&mut self, rule: &RuleSet, cx: &Context, subagents: SubagentFiles) {
+        for store in &rule.stores {
+            for root in resolve_roots(store, cx) {
+                if root.exists {
+                    self.root(rule, store, &root.path, subagents);
+                }
             }
         }
     }
-    // Grown by doubling: what is left over is given back (a resize in place, as the list is mapped).
-    out.shrink_to_fit();
+
+    fn root(&mut self, rule: &RuleSet, store: &Store, root: &Path, subagents: SubagentFiles) {
+        let at = StoreRoot {
+            store,
+            root,
+            app: std::sync::Arc::from(rule.id.as_str()),
+            subagent_paths: match subagents {
+                SubagentFiles::List => None,
+                SubagentFiles::Count => rule.subagent_paths.as_ref(),
+            },
+        };
+        let stats = &mut self.stats;
+        // Each piece of the walk joins the list as it is: a second list of the root's files is never made.
+        let pieces = walk_parallel(&at, stats).unwrap_or_else(|| vec![walk_sequential(&at, stats)]);
+        for mut found in pieces {
+            self.files.append(&mut found.files);
+            self.subagent_ids.append(&mut found.subagents);
+        }
+    }
+
+    /// The files found, each once, in walk order, with the walk's counts.
+    pub fn finish(self) -> (Vec<T>, WalkStats) {
+        let Walk {
+            mut files,
+            mut stats,
+            mut subagent_ids,
+        } = self;
+        let id = |i: u32| files[i as usize].file().file_id;
+        // Indices by (device, inode), then walk order: the first of each run of equal ids stays.
+        let mut order: Vec<u32> = (0..u32::try_from(files.len()).expect("< 4G files")).collect();
+        order.sort_unstable_by_key(|&i| (id(i), i));
+        let mut keep = vec![true; files.len()];
+        for w in order.windows(2) {
+            if id(w[0]) == id(w[1]) {
+                keep[w[1] as usize] = false;
+                stats.duplicates += 1;
+            }
+        }
+        subagent_ids.sort_unstable();
+        let before = subagent_ids.len();
+        subagent_ids.dedup();
+        stats.duplicates += (before - subagent_ids.len()) as u64;
+        for sub in &subagent_ids {
+            match order.binary_search_by_key(sub, |&i| id(i)) {
+                Ok(_) => stats.duplicates += 1,
+                Err(_) => stats.subagents_by_path += 1,
+            }
+        }
+        drop(order);
+        let mut keep = keep.into_iter();
+        files.retain(|_| keep.next().unwrap_or(true));
+        // Grown by doubling: what is left over is given back (a resize in place, as the list is mapped).
+        files.shrink_to_fit();
+        (files, stats)
+    }
 }
 
 /// One store root being walked: what every file found under it shares.
@@ -639,18 +666,9 @@ mod tests {
         assert!(walk_parallel::<FoundFile>(&at(store, &root), &mut untouched).is_none());
         assert_eq!((untouched.files_visited, untouched.unreadable), (0, 0));
         let rule = cat.get("claude").unwrap();
-        let (mut seen, mut st, mut out) = (
-            HashSet::new(),
-            WalkStats::default(),
-            Vec::<FoundFile>::new(),
-        );
-        walk_root(
-            rule,
-            store,
-            &root,
-            (&mut seen, &mut st, &mut out),
-            SubagentFiles::List,
-        );
+        let mut walk = Walk::<FoundFile>::default();
+        walk.root(rule, store, &root, SubagentFiles::List);
+        let (out, st) = walk.finish();
         let mut b = WalkStats::default();
         let seq: Found<FoundFile> = walk_sequential(&at(store, &root), &mut b);
         assert!(b.unreadable >= 1, "the loop is reported");

@@ -2,7 +2,7 @@
 //! stores hold, subagents included. `capture prune` keeps the ledger entry of each, wherever its file
 //! now lives (a Codex rollout moved to `archived_sessions/` is the same session).
 
-use super::{cache, read_head, walk_rule_set, Examined, FoundFile, WalkStats};
+use super::{cache, read_head, Examined, FoundFile};
 use crate::context::Context;
 use crate::rules::Catalog;
 use std::collections::HashSet;
@@ -81,24 +81,16 @@ pub fn cache_stale(head_cache: &cache::Cache, reads: &HeadReads, files: usize) -
 /// Every (app, session id) found in the stores. Heads come from the discovery cache while a file is
 /// unchanged, else are read; nothing is written. A file whose head cannot be read adds nothing.
 pub fn live_sessions(catalog: &Catalog, cx: &Context) -> HashSet<(String, String)> {
-    let mut walk = WalkStats::default();
-    let mut seen = HashSet::new();
-    let mut files: Vec<(FoundFile, Examined)> = Vec::new();
+    let mut walk = super::Walk::<(FoundFile, Examined)>::default();
     for rule in &catalog.sets {
-        walk_rule_set(
-            rule,
-            cx,
-            &mut seen,
-            &mut walk,
-            &mut files,
-            super::SubagentFiles::List,
-        );
+        walk.rule_set(rule, cx, super::SubagentFiles::List);
     }
+    let (mut files, _) = walk.finish();
     let mut head_cache = cache::Cache::load(&cache::path(&cx.almanac_home), &catalog.fingerprint);
     heads(catalog, &mut head_cache, &mut files);
     files
         .into_iter()
-        .filter_map(|(f, ex)| Some((f.app.to_string(), ex.session_id?)))
+        .filter_map(|(f, ex)| Some((f.app.to_string(), ex.session_id?.into())))
         .collect()
 }
 

@@ -163,7 +163,7 @@ fn start_waiting(done: &RepoDone) {
 fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> StartedItem {
     StartedItem {
         app: file.app.to_string(),
-        session_id: ex.session_id.clone().unwrap_or_default(),
+        session_id: ex.session_id.as_deref().unwrap_or_default().to_string(),
         transcript_path: file.path.display().to_string(),
         repo_root: ex
             .repo

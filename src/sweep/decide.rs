@@ -4,156 +4,73 @@
 //! A repo's lock is held for its pass only (the act phase takes it again), so a sweep holds at most one
 //! lock per thread, whatever the number of repos.
 
+use super::facts::{facts, EntryView};
 use super::gather::Candidate;
 use super::summary::{SkippedItem, Summary};
-use crate::discover::{Examined, FoundFile};
+use crate::discover::FoundFile;
 use crate::ledger::{self, key, LedgerEntry, RepoState};
-use crate::policy::{self, Decision, Facts, Settings, Step};
+use crate::policy::{self, Decision, Settings};
 use crate::reason::Reason;
-use crate::rules::{Catalog, RuleSet};
+use crate::rules::Catalog;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-/// What the policy needs of a transcript's ledger entry: a few numbers instead of the entry, so a sweep
-/// over 100k transcripts need not hold every ledger at once.
-#[derive(Debug, Clone, Copy)]
-pub struct EntryView {
-    captured_bytes: u64,
-    same_file: bool,
-    pending: bool,
-    failed_attempts: u32,
-    /// The uncaptured part was already read at this very size and held no content.
-    no_content_at_this_size: bool,
-}
-
-impl EntryView {
-    pub fn of(e: &LedgerEntry, file: &FoundFile) -> EntryView {
-        let same = same_file(e, file);
-        EntryView {
-            captured_bytes: e.last_captured_size,
-            same_file: same,
-            pending: e.status == ledger::EntryStatus::Pending,
-            failed_attempts: if e.status == ledger::EntryStatus::Failed {
-                e.attempts
-            } else {
-                0
-            },
-            no_content_at_this_size: same && e.no_content_through == Some(file.size),
-        }
-    }
-}
-
-impl EntryView {
-    /// `capture now --from-start`: nothing counts as captured (the entry still guards the act phase).
-    pub fn starting_over(mut self, from_start: bool) -> EntryView {
-        if from_start {
-            self.captured_bytes = 0;
-            self.no_content_at_this_size = false;
-        }
-        self
-    }
-}
-
-fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
-    e.file_id == Some(file.file_id)
-        && match file.path.to_str() {
-            Some(p) => e.path == p,
-            None => e.path.as_str() == file.path.to_string_lossy(),
-        }
-}
-
-/// The policy's facts for one transcript, given its ledger entry (as a view).
-pub fn facts<'a>(
-    rule: &'a RuleSet,
-    file: &FoundFile,
-    ex: &'a Examined,
-    entry: Option<EntryView>,
-    internal: bool,
-) -> Facts<'a> {
-    Facts {
-        app: &rule.id,
-        session_id: ex.session_id.as_deref(),
-        cwd: ex.cwd.as_deref(),
-        repo: ex.repo.as_deref(),
-        excluded_by: ex.excluded.as_deref(),
-        mtime: DateTime::<Utc>::from(file.mtime),
-        size: file.size,
-        captured_bytes: entry.map(|e| e.captured_bytes).unwrap_or(0),
-        same_file: entry.is_none_or(|e| e.same_file),
-        internal,
-        pending: entry.is_some_and(|e| e.pending),
-        failed_attempts: entry.map(|e| e.failed_attempts).unwrap_or(0),
-        // Already read at this size and found without a user turn: no need to read it again.
-        new_content_turns: entry.filter(|e| e.no_content_at_this_size).map(|_| 0),
-    }
-}
-
-/// Evaluates the policy for `rules explain`, with the repo's ledger read (never written).
-pub fn explain_decision(
-    catalog: &Catalog,
-    rule: &RuleSet,
-    file: &FoundFile,
-    ex: &Examined,
-    settings: &Settings,
-    now: DateTime<Utc>,
-) -> (Decision, Vec<Step>) {
-    let state = ex
-        .repo
-        .as_ref()
-        .filter(|r| ledger::guard::check_runs_dir(r).is_ok())
-        .and_then(|r| RepoState::load(r, now, false).ok());
-    let (view, internal) = match (&state, &ex.session_id) {
-        (Some(s), Some(sid)) => (
-            s.ledger
-                .entries
-                .get(&key(&rule.id, sid))
-                .map(|e| EntryView::of(e, file)),
-            s.ledger.agent_sessions.contains(sid),
-        ),
-        _ => (None, false),
-    };
-    policy::decide(
-        &catalog.policy,
-        &facts(rule, file, ex, view, internal),
-        settings,
-    )
-}
-
-/// One transcript's decision, made while its repo's ledger was loaded.
+/// One transcript's decision, made while its repo's ledger was loaded: 32 bytes with its index, as a
+/// sweep holds one for every transcript of every repo until all the ledgers are read.
 pub struct Decided {
     pub view: Option<EntryView>,
+    /// What few decisions carry, boxed.
+    pub extra: Option<Box<Extra>>,
+    /// The transcript's index among the candidates.
+    pub idx: u32,
     pub decision: Decision,
+}
+
+// Held for every transcript of every repo until the ledgers are all read.
+const _: () = assert!(std::mem::size_of::<Decided>() <= 32);
+
+pub struct Extra {
     pub detail: Option<String>,
     /// The ledger entry, kept only for an eligible transcript (its new part is read against it).
     pub entry: Option<Box<LedgerEntry>>,
 }
 
+impl Decided {
+    fn new(idx: usize, decision: Decision, view: Option<EntryView>, extra: Extra) -> Decided {
+        let has = extra.detail.is_some() || extra.entry.is_some();
+        Decided {
+            view,
+            extra: has.then(|| Box::new(extra)),
+            idx: u32::try_from(idx).expect("fewer than 4 billion transcripts"),
+            decision,
+        }
+    }
+}
+
 fn decide_one(
     catalog: &Catalog,
+    idx: usize,
     (file, ex): &Candidate,
     entry: Option<&LedgerEntry>,
     internal: bool,
     settings: &Settings,
-    from_start: bool,
+    ask: Ask,
 ) -> Decided {
     let rule = catalog.get(&file.app).expect("walked apps exist");
-    let view = entry.map(|e| EntryView::of(e, file).starting_over(from_start));
-    let (decision, detail) = policy::decide_fast(
+    let view = entry.map(|e| EntryView::of(e, file).starting_over(ask.from_start));
+    // A skip the summary only counts needs no words (attention items always have them).
+    let words = |r: Reason| ask.details || attention(catalog, r);
+    let (decision, detail) = policy::decide_worded(
         &catalog.policy,
         &facts(rule, file, ex, view, internal),
         settings,
+        words,
     );
-    Decided {
-        view,
-        entry: if decision == Decision::Eligible {
-            entry.map(|e| Box::new(e.clone()))
-        } else {
-            None
-        },
-        decision,
-        detail,
-    }
+    let entry = entry
+        .filter(|_| decision == Decision::Eligible)
+        .map(|e| Box::new(e.clone()));
+    Decided::new(idx, decision, view, Extra { detail, entry })
 }
 
 /// An eligible transcript: its new part is read next.
@@ -174,6 +91,20 @@ pub struct RepoDone {
 pub struct Decisions {
     pub work: Vec<Work>,
     pub repos: Vec<RepoDone>,
+}
+
+/// What is asked of each transcript's decision.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    /// `capture now --from-start`: every entry's cursor is taken as line 1.
+    from_start: bool,
+    /// The summary lists skipped transcripts, each with its detail (else it counts them).
+    details: bool,
+}
+
+/// Whether a skip for `reason` is listed as needing attention (with its detail) whatever is asked.
+fn attention(catalog: &Catalog, reason: Reason) -> bool {
+    policy::needs_attention(&catalog.policy, reason) || reason == Reason::CursorLost
 }
 
 /// Decides every candidate; skips and attention items go to the summary, eligible ones come back.
@@ -198,6 +129,10 @@ pub fn decide(
         .collect();
     // One wait for the whole phase: a sweep never waits more than `REPO_LOCK_WAIT` for its repos.
     let deadline = std::time::Instant::now() + ledger::REPO_LOCK_WAIT;
+    let ask = Ask {
+        from_start,
+        details: summary.list_skipped,
+    };
     let mut passes = crate::util::par::map(&groups, |(repo, idxs)| {
         repo_pass(
             repo,
@@ -206,7 +141,7 @@ pub fn decide(
             catalog,
             settings,
             live.then_some(deadline),
-            from_start,
+            ask,
         )
     });
     drop(groups);
@@ -214,15 +149,19 @@ pub fn decide(
         .iter_mut()
         .flat_map(|p| std::mem::take(&mut p.agent_sessions))
         .collect();
-    let mut decided: Vec<Option<Decided>> = (0..candidates.len()).map(|_| None).collect();
     let mut out = Decisions {
         work: Vec::new(),
         repos: Vec::with_capacity(passes.len()),
     };
+    // Settled repo by repo, each pass's decisions dropped with it: a list of every transcript's
+    // decision is never held beside them (9 MB at 100k).
     for mut pass in passes {
         report_store_problems(&pass, live, summary);
-        for (i, d) in pass.decided {
-            decided[i] = Some(d);
+        for d in std::mem::take(&mut pass.decided) {
+            let i = d.idx as usize;
+            if let Some(w) = settle(catalog, &candidates[i], i, d, &internal, settings, summary) {
+                out.work.push(w);
+            }
         }
         if pass.error.is_none() {
             out.repos.push(RepoDone {
@@ -233,19 +172,17 @@ pub fn decide(
             });
         }
     }
-    // Report the decisions in order; collect the transcripts whose new part must be read.
+    // A transcript no repo holds; one whose repo's ledger could not be read or locked was reported above.
     for (i, c) in candidates.iter().enumerate() {
-        let d = match &c.1.repo {
-            Some(_) => match decided[i].take() {
-                Some(d) => d,
-                None => continue, // the repo's ledger could not be read or locked; reported above
-            },
-            None => decide_one(catalog, c, None, false, settings, from_start),
-        };
-        if let Some(w) = settle(catalog, c, i, d, &internal, settings, summary) {
-            out.work.push(w);
+        if c.1.repo.is_none() {
+            let d = decide_one(catalog, i, c, None, false, settings, ask);
+            if let Some(w) = settle(catalog, c, i, d, &internal, settings, summary) {
+                out.work.push(w);
+            }
         }
     }
+    // The new parts are read, and reported, in the transcripts' order.
+    out.work.sort_unstable_by_key(|w| w.idx);
     out
 }
 
@@ -263,9 +200,10 @@ fn settle(
     let Decided {
         view,
         mut decision,
-        mut detail,
-        entry,
+        extra,
+        ..
     } = d;
+    let (mut detail, entry) = extra.map(|x| (x.detail, x.entry)).unwrap_or_default();
     if decision != Decision::Skip(Reason::DuplicateSession)
         && ex
             .session_id
@@ -282,7 +220,7 @@ fn settle(
     match decision {
         Decision::Skip(reason) => {
             let item = SkippedItem::of(file, ex, reason, detail);
-            if policy::needs_attention(&catalog.policy, reason) || reason == Reason::CursorLost {
+            if attention(catalog, reason) {
                 summary.attention(item);
             } else {
                 summary.skip(item);
@@ -304,7 +242,7 @@ struct RepoPass {
     worker_alive: bool,
     has_pending: bool,
     agent_sessions: BTreeSet<String>,
-    decided: Vec<(usize, Decided)>,
+    decided: Vec<Decided>,
     known: Vec<super::overlap::Known>,
     /// Transcripts whose last capture run changed files outside `.almanac/`.
     outside_wiki: Vec<SkippedItem>,
@@ -389,7 +327,7 @@ fn repo_pass(
     catalog: &Catalog,
     settings: &Settings,
     deadline: Option<std::time::Instant>,
-    from_start: bool,
+    ask: Ask,
 ) -> RepoPass {
     let live = deadline.is_some();
     let mut pass = RepoPass {
@@ -449,29 +387,19 @@ fn repo_pass(
         .map(|(&i, k)| {
             if let Some(k) = k {
                 if chosen.get(k.as_str()) != Some(&i) {
-                    return (i, duplicate());
+                    return duplicate(i);
                 }
             }
             let entry = k.as_ref().and_then(|k| entries.get(k));
             if let Some(e) = entry.filter(|e| ledger::rebuild::is_held(e)) {
-                return (i, held(e));
+                return held(i, e);
             }
             let internal = candidates[i]
                 .1
                 .session_id
                 .as_ref()
-                .is_some_and(|s| state.ledger.agent_sessions.contains(s));
-            (
-                i,
-                decide_one(
-                    catalog,
-                    &candidates[i],
-                    entry,
-                    internal,
-                    settings,
-                    from_start,
-                ),
-            )
+                .is_some_and(|s| state.ledger.agent_sessions.contains(&**s));
+            decide_one(catalog, i, &candidates[i], entry, internal, settings, ask)
         })
         .collect();
     drop(chosen);
@@ -535,13 +463,12 @@ fn hold_unknown(
     Ok(())
 }
 
-fn held(e: &LedgerEntry) -> Decided {
-    Decided {
-        view: None,
-        decision: Decision::Skip(Reason::CursorLost),
+fn held(idx: usize, e: &LedgerEntry) -> Decided {
+    let extra = Extra {
         detail: e.last_error.clone(),
         entry: None,
-    }
+    };
+    Decided::new(idx, Decision::Skip(Reason::CursorLost), None, extra)
 }
 
 /// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor
@@ -569,11 +496,10 @@ fn choose_among_copies<'k>(
     chosen
 }
 
-fn duplicate() -> Decided {
-    Decided {
-        view: None,
-        decision: Decision::Skip(Reason::DuplicateSession),
+fn duplicate(idx: usize) -> Decided {
+    let extra = Extra {
         detail: Some("another file holds the same session; that one is captured".into()),
         entry: None,
-    }
+    };
+    Decided::new(idx, Decision::Skip(Reason::DuplicateSession), None, extra)
 }

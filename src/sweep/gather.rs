@@ -5,10 +5,9 @@ use super::summary::{SkippedItem, Summary};
 use super::Trace;
 use crate::context::Context;
 use crate::discover::repo::RepoMapper;
-use crate::discover::{self, cache, Examined, FoundFile, WalkStats};
+use crate::discover::{self, cache, Examined, FoundFile};
 use crate::reason::Reason;
 use crate::rules::Catalog;
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// A transcript that belongs to a session (not a subagent's) and whose head was read.
@@ -31,26 +30,18 @@ pub fn gather(
     summary: &mut Summary,
     trace: &Trace,
 ) -> Gathered {
-    let mut walk = WalkStats::default();
-    let mut seen = HashSet::new();
-    let mut files: Vec<Candidate> = Vec::new();
     // The discovery cache loads while the stores are walked.
     let cache_file = cache::path(&cx.almanac_home);
-    let mut head_cache = std::thread::scope(|sc| {
+    let (mut files, walk, mut head_cache) = std::thread::scope(|sc| {
         let loader = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
+        let mut walk = discover::Walk::<Candidate>::default();
         for id in apps {
             if let Some(rule) = catalog.get(id) {
-                discover::walk_rule_set(
-                    rule,
-                    cx,
-                    &mut seen,
-                    &mut walk,
-                    &mut files,
-                    discover::SubagentFiles::Count,
-                );
+                walk.rule_set(rule, cx, discover::SubagentFiles::Count);
             }
         }
-        loader.join().unwrap_or_default()
+        let (files, stats) = walk.finish();
+        (files, stats, loader.join().unwrap_or_default())
     });
     // By the paths' bytes: `Path`'s own order parses components, several times slower on 100k files.
     // Unstable, so in place (a stable sort takes a copy of up to 8 MB); a path is walked once.
@@ -76,7 +67,7 @@ pub fn gather(
     for (file, ex) in candidates.extract_if(.., |(_, ex)| ex.error.is_some() || ex.subagent) {
         if let Some(e) = &ex.error {
             summary.scanned += 1;
-            let why = Some(e.clone());
+            let why = Some(e.to_string());
             summary.attention(SkippedItem::of(&file, &ex, Reason::ReadFailed, why));
             continue;
         }

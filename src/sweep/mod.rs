@@ -11,6 +11,7 @@
 
 mod act;
 mod decide;
+mod facts;
 mod gather;
 pub mod now;
 mod overlap;
@@ -20,7 +21,7 @@ pub mod setup;
 mod store;
 pub mod summary;
 
-pub use decide::{explain_decision, facts, EntryView};
+pub use facts::{explain_decision, facts, EntryView};
 pub use summary::{SkippedItem, StartedItem, Stats, Summary, Totals};
 
 use crate::context::Context;

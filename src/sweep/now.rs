@@ -66,7 +66,7 @@ pub fn now(
         .or_else(|| summary.counts.keys().next().map(|r| (r.to_string(), None)));
     Ok(Outcome {
         app: file.app.to_string(),
-        session_id: ex.session_id.clone().unwrap_or_default(),
+        session_id: ex.session_id.as_deref().unwrap_or_default().to_string(),
         transcript_path: file.path.clone(),
         repo_root: repo,
         mtime: file.mtime,

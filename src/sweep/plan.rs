@@ -3,7 +3,8 @@
 //! spend the sweep's budget, most recently active first: what does not fit waits for the next sweep.
 
 use super::act::Updates;
-use super::decide::{facts, EntryView, Work};
+use super::decide::Work;
+use super::facts::{facts, EntryView};
 use super::gather::Candidate;
 use super::overlap;
 use super::range::{

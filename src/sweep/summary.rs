@@ -57,7 +57,7 @@ impl SkippedItem {
     pub fn of(file: &FoundFile, ex: &Examined, reason: Reason, detail: Option<String>) -> Self {
         SkippedItem {
             app: file.app.to_string(),
-            session_id: ex.session_id.clone(),
+            session_id: ex.session_id.as_deref().map(str::to_string),
             transcript_path: file.path.display().to_string(),
             repo_root: ex.repo.as_ref().map(|r| r.display().to_string()),
             reason,

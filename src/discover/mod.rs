@@ -703,4 +703,41 @@ mod tests {
         assert_eq!(rels(&slash), plain);
         assert_eq!(rels(&dotted), plain);
     }
+
+    /// One file reached by two paths (a hard link) is one: the first in walk order is listed, the
+    /// other counted as a duplicate, across roots too; a listed file wins over a subagent file its path
+    /// names; two subagent paths of one file count one subagent.
+    #[test]
+    fn a_file_reached_twice_is_listed_once_the_first_in_walk_order() {
+        let cat = crate::rules::load(&[]).unwrap();
+        let rule = cat.get("claude").unwrap();
+        let store = &rule.stores[0];
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+        write_file(&one.join("-p/a.jsonl"), 1);
+        std::fs::hard_link(one.join("-p/a.jsonl"), one.join("-p/b.jsonl")).unwrap();
+        std::fs::create_dir_all(two.join("-q/s/subagents")).unwrap();
+        std::fs::hard_link(one.join("-p/a.jsonl"), two.join("-q/c.jsonl")).unwrap();
+        // Listed as c.jsonl in the second root, and a subagent path in the first.
+        std::fs::create_dir_all(one.join("-p/s/subagents")).unwrap();
+        std::fs::hard_link(
+            two.join("-q/c.jsonl"),
+            one.join("-p/s/subagents/agent-1.jsonl"),
+        )
+        .unwrap();
+        write_file(&two.join("-q/s/subagents/agent-2.jsonl"), 2);
+        let sub = two.join("-q/s/subagents/agent-2.jsonl");
+        std::fs::hard_link(&sub, two.join("-q/s/subagents/agent-3.jsonl")).unwrap();
+        write_file(&two.join("-q/d.jsonl"), 3);
+
+        let mut walk = Walk::<FoundFile>::default();
+        walk.root(rule, store, &one, SubagentFiles::Count);
+        walk.root(rule, store, &two, SubagentFiles::Count);
+        let (files, st) = walk.finish();
+        let names: Vec<String> = files.iter().map(FoundFile::rel).collect();
+        assert_eq!(names, ["-p/a.jsonl", "-q/d.jsonl"]);
+        // b and c are a again; agent-1 is a too (listed wins); agent-3 is agent-2.
+        assert_eq!((st.duplicates, st.subagents_by_path), (4, 1));
+        assert_eq!(st.files_visited, 7);
+    }
 }

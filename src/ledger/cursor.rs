@@ -50,7 +50,9 @@ pub fn scan_chunked<R: Read>(
 ) -> io::Result<Scan> {
     let mut boundaries = Vec::new();
     let mut last_boundary = cursor;
-    let mut buf = vec![0u8; 256 * 1024];
+    // Under the allocator's fixed mmap threshold (src/main.rs): a buffer above it was a fresh mapping,
+    // and its page faults, for every transcript a cold sweep scans.
+    let mut buf = vec![0u8; 64 * 1024];
     let mut hasher = Sha256::new();
     let mut pos: u64 = 0;
     let mut at_cursor: Option<Sha256> = if cursor == 0 {

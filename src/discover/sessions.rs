@@ -2,7 +2,7 @@
 //! stores hold, subagents included. `capture prune` keeps the ledger entry of each, wherever its file
 //! now lives (a Codex rollout moved to `archived_sessions/` is the same session).
 
-use super::{cache, read_head, Examined, FoundFile};
+use super::{cache, read_head, Examined, FoundFile, WalkItem};
 use crate::context::Context;
 use crate::rules::Catalog;
 use std::collections::HashSet;
@@ -20,10 +20,10 @@ pub struct HeadReads {
 /// strings are not held twice, and each head is written beside its file where the walk left it (a list
 /// of heads beside the files, then a list of both, held 28 MB at once at 100k). The head scan itself is
 /// not kept (only `rules explain` shows it): memory stays flat.
-pub fn heads(
+pub fn heads<T: HasHead>(
     catalog: &Catalog,
     head_cache: &mut cache::Cache,
-    files: &mut [(FoundFile, Examined)],
+    files: &mut [T],
 ) -> HeadReads {
     let read = |file: &FoundFile| {
         let Some(rule) = catalog.get(&file.app) else {
@@ -35,14 +35,15 @@ pub fn heads(
         ex.scan = None;
         (ex, read)
     };
-    let slots = crate::util::par::map(files, |(file, _)| {
+    let slots = crate::util::par::map(files, |item| {
+        let file = item.file();
         head_cache.find(&file.path, &file.app, &file.stamp())
     });
     // The heads the cache does not have, read in parallel: none in a sweep that finds nothing new.
     let missing: Vec<&FoundFile> = files
         .iter()
         .zip(&slots)
-        .filter_map(|((f, _), s)| s.is_none().then_some(f))
+        .filter_map(|(item, s)| s.is_none().then_some(item.file()))
         .collect();
     let mut fresh = crate::util::par::map(&missing, |f| read(f)).into_iter();
     drop(missing);
@@ -50,7 +51,8 @@ pub fn heads(
         bytes_read: 0,
         read: 0,
     };
-    for ((file, ex), slot) in files.iter_mut().zip(slots) {
+    for (item, slot) in files.iter_mut().zip(slots) {
+        let (file, ex) = item.head();
         let (got, bytes) = match (slot.and_then(|i| head_cache.take(i)), slot) {
             (Some(c), _) => (Examined::from_cache(c), None),
             // A slot already taken (one file listed twice, which the walk does not do) is read instead.
@@ -103,6 +105,38 @@ pub struct Listed {
     pub prompts: (Option<crate::turns::Prompt>, Option<crate::turns::Prompt>),
 }
 
+/// A row is what the walk lists, filled in where it lies: no list of files is held beside the rows.
+impl WalkItem for Listed {
+    fn new(file: FoundFile) -> Self {
+        Listed {
+            file,
+            examined: Examined::unread(),
+            user_turns: None,
+            prompts: (None, None),
+        }
+    }
+    fn file(&self) -> &FoundFile {
+        &self.file
+    }
+}
+
+/// A walked file with a head to fill in (`heads`).
+pub trait HasHead: WalkItem + Sync {
+    fn head(&mut self) -> (&FoundFile, &mut Examined);
+}
+
+impl HasHead for (FoundFile, Examined) {
+    fn head(&mut self) -> (&FoundFile, &mut Examined) {
+        (&self.0, &mut self.1)
+    }
+}
+
+impl HasHead for Listed {
+    fn head(&mut self) -> (&FoundFile, &mut Examined) {
+        (&self.file, &mut self.examined)
+    }
+}
+
 /// What listing cost: transcript bytes read, and how each count was had (from the turn index
 /// unchanged, going on from its checkpoint, or read whole).
 #[derive(Debug, Default, serde::Serialize)]
@@ -140,7 +174,7 @@ pub fn list(
         let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
         let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
         // Subagent files are never listed: those their path names are not even held.
-        let files: Vec<(FoundFile, Examined)> =
+        let files: Vec<Listed> =
             super::locate::recent(catalog, cx, apps, max_age, super::SubagentFiles::Count);
         let cache = cache.join().unwrap_or_default();
         (files, cache, index.join().unwrap_or_default())
@@ -152,28 +186,23 @@ pub fn list(
         ..ListStats::default()
     };
     if max_age.is_none() && cache_stale(&head_cache, &reads, files.len()) {
-        let entries = files.iter().map(|(file, ex)| cache::Entry::of(file, ex));
+        let entries = files.iter().map(|l| cache::Entry::of(&l.file, &l.examined));
         cache::Cache::save(&cache_file, &catalog.fingerprint, entries);
     }
     drop(head_cache);
     let mut mapper = super::repo::RepoMapper::new(&cx.almanac_home);
-    // Rows are made once, their counts filled in after: a second list of 100k rows is never held.
-    let mut sessions: Vec<Listed> = Vec::new();
-    for (file, mut ex) in files {
+    // Rows are made once, by the walk, their counts filled in after: a second list of 100k rows is
+    // never held.
+    let mut sessions = files;
+    sessions.retain_mut(|s| {
+        let ex = &mut s.examined;
         if ex.subagent || ex.error.is_some() {
-            continue;
+            return false;
         }
         ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
-        if repo.is_some_and(|want| ex.repo.as_deref() != Some(want)) {
-            continue;
-        }
-        sessions.push(Listed {
-            file,
-            examined: ex,
-            user_turns: None,
-            prompts: (None, None),
-        });
-    }
+        repo.is_none_or(|want| ex.repo.as_deref() == Some(want))
+    });
+    sessions.shrink_to_fit();
     trace.mark("heads and repo mapping");
     let mut counted = crate::util::par::map(&sessions, |s| {
         let rule = catalog.get(&s.file.app)?;

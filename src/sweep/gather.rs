@@ -41,9 +41,9 @@ pub fn gather(
             }
         }
         let (files, stats) = walk.finish();
+        trace.mark("walked");
         (files, stats, loader.join().unwrap_or_default())
     });
-    trace.mark("walked");
     // By the paths' bytes: `Path`'s own order parses components, several times slower on 100k files.
     // Unstable, so in place (a stable sort takes a copy of up to 8 MB); a path is walked once.
     files.sort_unstable_by(|(a, _), (b, _)| {

@@ -119,9 +119,9 @@ impl Cache {
         if lines.next().as_deref() != Some(HEADER) || lines.next().as_deref() != Some(fingerprint) {
             return cache;
         }
-        // Each line in walk order (the line number breaks ties below), its exclusion apart.
+        // Each line in walk order (the line number breaks ties below), its exclusion apart by line.
         let mut entries: Vec<((u64, u64), u32, Slot)> = Vec::new();
-        let mut excluded: Vec<((u64, u64), u32, Box<str>)> = Vec::new();
+        let mut excluded: HashMap<u32, Box<str>> = HashMap::new();
         let mut cwds: HashMap<String, u32> = HashMap::new();
         for (n, line) in (0u32..).zip(lines) {
             let line: &str = &line;
@@ -181,7 +181,7 @@ impl Cache {
                 },
             };
             if !exc.is_empty() {
-                excluded.push(((dev, ino), n, exc.into()));
+                excluded.insert(n, exc.into());
             }
             entries.push((
                 (dev, ino),
@@ -203,14 +203,9 @@ impl Cache {
         entries.sort_unstable_by_key(|(k, n, _)| (*k, std::cmp::Reverse(*n)));
         entries.dedup_by_key(|(k, _, _)| *k);
         // An exclusion counts only from the line that was kept.
-        let kept = |k: &(u64, u64), n: u32| {
-            let i = entries.binary_search_by_key(k, |(k, _, _)| *k);
-            i.is_ok_and(|i| entries[i].1 == n)
-        };
-        cache.excluded = excluded
-            .into_iter()
-            .filter(|(k, n, _)| kept(k, *n))
-            .map(|(k, _, e)| (k, e))
+        cache.excluded = entries
+            .iter()
+            .filter_map(|(k, n, _)| Some((*k, excluded.remove(n)?)))
             .collect();
         cache.keys = entries.iter().map(|(k, _, _)| *k).collect();
         cache.slots = entries.into_iter().map(|(_, _, s)| s).collect();
@@ -246,7 +241,8 @@ impl Cache {
         })
     }
 
-    /// `find` and `take` in one.
+    /// `find` and `take` in one (the tests' way in).
+    #[cfg(test)]
     pub fn get(&mut self, path: &Path, app: &str, stamp: &Stamp) -> Option<Cached> {
         self.find(path, app, stamp).and_then(|i| self.take(i))
     }
@@ -381,5 +377,44 @@ mod tests {
         assert!(Cache::load(&f, "rules x")
             .get(Path::new("/t/a.jsonl"), "claude", &stamp)
             .is_none());
+    }
+
+    /// An exclusion is remembered with its line: a file listed twice keeps the verdict of its last line.
+    #[test]
+    fn an_exclusion_is_the_kept_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.tsv");
+        let stamp = |ino| Stamp {
+            size: 10,
+            mtime_ns: 123,
+            dev: 1,
+            ino,
+        };
+        let entry = |p: &'static str, ino, excluded| Entry {
+            path: Path::new(p),
+            app: "claude",
+            stamp: stamp(ino),
+            session_id: Some("s"),
+            cwd: None,
+            subagent: false,
+            excluded,
+        };
+        let lines = [
+            entry("/t/a.jsonl", 2, Some("exclude_when[0] at line 1")),
+            entry("/t/a.jsonl", 2, None),
+            entry("/t/b.jsonl", 3, None),
+            entry("/t/b.jsonl", 3, Some("exclude_when[1] at line 4")),
+        ];
+        Cache::save(&f, "rules x", lines.into_iter());
+        let mut cache = Cache::load(&f, "rules x");
+        let a = cache
+            .get(Path::new("/t/a.jsonl"), "claude", &stamp(2))
+            .unwrap();
+        assert_eq!(a.excluded, None);
+        let b = cache
+            .get(Path::new("/t/b.jsonl"), "claude", &stamp(3))
+            .unwrap();
+        assert_eq!(b.excluded.as_deref(), Some("exclude_when[1] at line 4"));
+        assert_eq!(b.cwd, None);
     }
 }

@@ -209,6 +209,11 @@ impl<T> Found<T> {
             subagents: Vec::new(),
         }
     }
+
+    fn append(&mut self, other: &mut Found<T>) {
+        self.files.append(&mut other.files);
+        self.subagents.append(&mut other.subagents);
+    }
 }
 
 /// The files the stores of one or more rule sets hold, walked root by root (`rule_set`), then made one
@@ -216,18 +221,16 @@ impl<T> Found<T> {
 /// in walk order, and a listed file wins over a subagent file its path names. That is sorted out once
 /// every walk is done, from the list itself: a set of every (device, inode) seen took 4.5 MB at 100k.
 pub struct Walk<T> {
-    files: Vec<T>,
+    /// Every root's files, and the subagent files only counted (`SubagentFiles::Count`).
+    found: Found<T>,
     stats: WalkStats,
-    /// The (device, inode) of each subagent file only counted (`SubagentFiles::Count`).
-    subagent_ids: Vec<(u64, u64)>,
 }
 
 impl<T: WalkItem> Default for Walk<T> {
     fn default() -> Self {
         Walk {
-            files: Vec::new(),
+            found: Found::new(),
             stats: WalkStats::default(),
-            subagent_ids: Vec::new(),
         }
     }
 }
@@ -257,18 +260,20 @@ impl<T: WalkItem> Walk<T> {
         let stats = &mut self.stats;
         // Each piece of the walk joins the list as it is: a second list of the root's files is never made.
         let pieces = walk_parallel(&at, stats).unwrap_or_else(|| vec![walk_sequential(&at, stats)]);
-        for mut found in pieces {
-            self.files.append(&mut found.files);
-            self.subagent_ids.append(&mut found.subagents);
+        for mut piece in pieces {
+            self.found.append(&mut piece);
         }
     }
 
     /// The files found, each once, in walk order, with the walk's counts.
     pub fn finish(self) -> (Vec<T>, WalkStats) {
         let Walk {
-            mut files,
+            found:
+                Found {
+                    mut files,
+                    subagents: mut subagent_ids,
+                },
             mut stats,
-            mut subagent_ids,
         } = self;
         let id = |i: u32| files[i as usize].file().file_id;
         // Indices by (device, inode), then walk order: the first of each run of equal ids stays.
@@ -328,9 +333,9 @@ fn walk_sequential<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Found<
 
 /// The same walk on every core: the top levels are walked here, in order, down to a depth that leaves
 /// enough directories to share out; those subtrees are walked in parallel and their results handed
-/// back piece by piece in the walk's order, so together they are exactly the sequential walk's. A symlink to a directory (which
-/// only the sequential walk can check for loops against every ancestor) makes it give up: None, with
-/// `stats` untouched.
+/// back piece by piece in the walk's order, so together they are exactly the sequential walk's. A
+/// symlink to a directory (which only the sequential walk can check for loops against every ancestor)
+/// makes it give up: None, with `stats` untouched.
 fn walk_parallel<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<Found<T>>> {
     /// What the top levels' walk found, in walk order: a file to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
@@ -606,8 +611,7 @@ mod tests {
     fn joined(pieces: Vec<Found<FoundFile>>) -> Found<FoundFile> {
         let mut all = Found::new();
         for mut p in pieces {
-            all.files.append(&mut p.files);
-            all.subagents.append(&mut p.subagents);
+            all.append(&mut p);
         }
         all
     }

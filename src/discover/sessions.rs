@@ -53,23 +53,18 @@ pub fn heads<T: HasHead>(
     };
     for (item, slot) in files.iter_mut().zip(slots) {
         let (file, ex) = item.head();
-        let (got, bytes) = match (slot.and_then(|i| head_cache.take(i)), slot) {
-            (Some(c), _) => (Examined::from_cache(c), None),
-            // A slot already taken (one file listed twice, which the walk does not do) is read instead.
-            (None, Some(_)) => {
-                let (got, n) = read(file);
-                (got, Some(n))
-            }
-            (None, None) => {
-                let (got, n) = fresh.next().expect("a head read for each file not cached");
-                (got, Some(n))
-            }
+        if let Some(c) = slot.and_then(|i| head_cache.take(i)) {
+            *ex = Examined::from_cache(c);
+            continue;
+        }
+        // A slot already taken (one file listed twice, which the walk does not do) is read instead.
+        let (got, n) = match slot {
+            Some(_) => read(file),
+            None => fresh.next().expect("a head read for each file not cached"),
         };
         *ex = got;
-        if let Some(n) = bytes {
-            out.bytes_read += n;
-            out.read += 1;
-        }
+        out.bytes_read += n;
+        out.read += 1;
     }
     out
 }

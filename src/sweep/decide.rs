@@ -158,8 +158,7 @@ pub fn decide(
     for mut pass in passes {
         report_store_problems(&pass, live, summary);
         for d in std::mem::take(&mut pass.decided) {
-            let i = d.idx as usize;
-            if let Some(w) = settle(catalog, &candidates[i], i, d, &internal, settings, summary) {
+            if let Some(w) = settle(catalog, candidates, d, &internal, settings, summary) {
                 out.work.push(w);
             }
         }
@@ -176,7 +175,7 @@ pub fn decide(
     for (i, c) in candidates.iter().enumerate() {
         if c.1.repo.is_none() {
             let d = decide_one(catalog, i, c, None, false, settings, ask);
-            if let Some(w) = settle(catalog, c, i, d, &internal, settings, summary) {
+            if let Some(w) = settle(catalog, candidates, d, &internal, settings, summary) {
                 out.work.push(w);
             }
         }
@@ -190,8 +189,7 @@ pub fn decide(
 /// duplicate stays one); a skip is reported; an eligible transcript becomes work.
 fn settle(
     catalog: &Catalog,
-    (file, ex): &Candidate,
-    idx: usize,
+    candidates: &[Candidate],
     d: Decided,
     internal: &HashSet<String>,
     settings: &Settings,
@@ -201,8 +199,10 @@ fn settle(
         view,
         mut decision,
         extra,
-        ..
+        idx,
     } = d;
+    let idx = idx as usize;
+    let (file, ex) = &candidates[idx];
     let (mut detail, entry) = extra.map(|x| (x.detail, x.entry)).unwrap_or_default();
     if decision != Decision::Skip(Reason::DuplicateSession)
         && ex

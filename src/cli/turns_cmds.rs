@@ -170,7 +170,7 @@ pub fn sessions(
     );
     let captured = captured_states(cx, &listing.sessions);
     trace.mark("ledgers read");
-    let rows = Rows(&listing.sessions, &captured);
+    let rows = Rows(&listing.sessions, &captured, &listing.index);
     // Streamed, each row made as it is written: 100k rows are never all in memory at once.
     #[derive(serde::Serialize)]
     struct Sessions<'a> {
@@ -241,10 +241,21 @@ fn captured_states(cx: &Context, sessions: &[discover::sessions::Listed]) -> Vec
     out
 }
 
-struct Rows<'a>(&'a [discover::sessions::Listed], &'a [Captured]);
+/// The rows, their capture states, and the turn index their prompts are read from as each is written.
+struct Rows<'a>(
+    &'a [discover::sessions::Listed],
+    &'a [Captured],
+    &'a discover::turn_index::TurnIndex,
+);
+
+/// Rows are written a batch at a time, each batch's prompts read from the turn index on every core
+/// first (one after the other, reading them tripled the time rows took to write at 100k).
+const BATCH: usize = 2048;
+
+type RowPrompts = (Option<crate::turns::Prompt>, Option<crate::turns::Prompt>);
 
 impl Rows<'_> {
-    fn row(&self, i: usize) -> SessionRow<'_> {
+    fn row(&self, i: usize, (first_prompt, last_prompt): RowPrompts) -> SessionRow<'_> {
         let (s, c) = (&self.0[i], &self.1[i]);
         SessionRow {
             app: &s.file.app,
@@ -254,11 +265,28 @@ impl Rows<'_> {
             modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
             size: s.file.size,
             user_turns: s.user_turns,
-            first_prompt: s.prompts.0.as_deref(),
-            last_prompt: s.prompts.1.as_deref(),
+            first_prompt,
+            last_prompt,
             captured_through_line: c.through_line,
             status: c.status,
         }
+    }
+
+    /// Each row in order, made as it is handed to `f`.
+    fn each<E>(&self, mut f: impl FnMut(SessionRow<'_>) -> Result<(), E>) -> Result<(), E> {
+        for from in (0..self.0.len()).step_by(BATCH) {
+            let to = (from + BATCH).min(self.0.len());
+            let parts: Vec<&[discover::sessions::Listed]> = self.0[from..to].chunks(256).collect();
+            let prompts = crate::util::par::map(&parts, |rows| {
+                rows.iter()
+                    .map(|s| self.2.prompts(&s.prompts))
+                    .collect::<Vec<_>>()
+            });
+            for (i, p) in (from..to).zip(prompts.into_iter().flatten()) {
+                f(self.row(i, p))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -266,9 +294,7 @@ impl serde::Serialize for Rows<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = ser.serialize_seq(Some(self.0.len()))?;
-        for i in 0..self.0.len() {
-            seq.serialize_element(&self.row(i))?;
-        }
+        self.each(|r| seq.serialize_element(&r))?;
         seq.end()
     }
 }
@@ -285,8 +311,8 @@ struct SessionRow<'a> {
     size: u64,
     user_turns: Option<u64>,
     /// The first and the latest prompt, cut to 120 bytes (None without one).
-    first_prompt: Option<&'a str>,
-    last_prompt: Option<&'a str>,
+    first_prompt: Option<crate::turns::Prompt>,
+    last_prompt: Option<crate::turns::Prompt>,
     captured_through_line: Option<u64>,
     status: &'static str,
 }
@@ -295,8 +321,7 @@ fn sessions_human(rows: &Rows, out: &mut Out) {
     if rows.0.is_empty() {
         out.line("no sessions found");
     }
-    for i in 0..rows.0.len() {
-        let r = rows.row(i);
+    let _ = rows.each(|r| -> Result<(), ()> {
         out.line(&format!(
             "{}  {} {}  {}  {} bytes, {} user turns, captured through line {}, {}",
             r.modified,
@@ -311,12 +336,13 @@ fn sessions_human(rows: &Rows, out: &mut Out) {
             r.status
         ));
         out.line(&format!("    {}", r.transcript_path));
-        if let (Some(first), Some(last)) = (r.first_prompt, r.last_prompt) {
+        if let (Some(first), Some(last)) = (r.first_prompt.as_deref(), r.last_prompt.as_deref()) {
             let one_line = |p: &str| p.split_whitespace().collect::<Vec<_>>().join(" ");
             out.line(&format!("    first: {}", one_line(first)));
             if r.user_turns.unwrap_or(0) > 1 {
                 out.line(&format!("    last:  {}", one_line(last)));
             }
         }
-    }
+        Ok(())
+    });
 }

@@ -96,8 +96,8 @@ pub struct Listed {
     pub file: FoundFile,
     pub examined: Examined,
     pub user_turns: Option<u64>,
-    /// Its first and latest prompt, cut (from the turn index).
-    pub prompts: (Option<crate::turns::Prompt>, Option<crate::turns::Prompt>),
+    /// Its first and latest prompt, cut, or where the turn index holds them (`Listing::index`).
+    pub prompts: super::turn_index::Prompts,
 }
 
 /// A row is what the walk lists, filled in where it lies: no list of files is held beside the rows.
@@ -107,7 +107,7 @@ impl WalkItem for Listed {
             file,
             examined: Examined::unread(),
             user_turns: None,
-            prompts: (None, None),
+            prompts: super::turn_index::Prompts::None,
         }
     }
     fn file(&self) -> &FoundFile {
@@ -143,9 +143,19 @@ pub struct ListStats {
     pub turns_read_whole: u64,
 }
 
+/// What counting a chunk of rows taught the turn index: the files counted, the entries read now.
+#[derive(Default)]
+struct Learnt {
+    stats: ListStats,
+    seen: Vec<(u64, u64)>,
+    fresh: Vec<super::turn_index::IndexEntry>,
+}
+
 pub struct Listing {
     pub sessions: Vec<Listed>,
     pub stats: ListStats,
+    /// What reads the rows' prompts where the turn index holds them (`TurnIndex::prompts`).
+    pub index: super::turn_index::TurnIndex,
 }
 
 /// The root sessions of `apps` (most recently modified first), modified within `max_age` and in
@@ -164,15 +174,14 @@ pub fn list(
     use super::turn_index::{self, Counted, TurnIndex};
     let cache_file = cache::path(&cx.almanac_home);
     let index_file = turn_index::path(&cx.almanac_home);
-    // The discovery cache and the turn index load while the stores are walked.
-    let (mut files, mut head_cache, mut index) = std::thread::scope(|sc| {
+    // The discovery cache loads while the stores are walked; the turn index once the cache is gone
+    // (its entries beside the cache's and the walk's were a tenth of the listing's memory at 100k).
+    let (mut files, mut head_cache) = std::thread::scope(|sc| {
         let cache = sc.spawn(|| cache::Cache::load(&cache_file, &catalog.fingerprint));
-        let index = sc.spawn(|| TurnIndex::load(&index_file, &catalog.fingerprint));
         // Subagent files are never listed: those their path names are not even held.
         let files: Vec<Listed> =
             super::locate::recent(catalog, cx, apps, max_age, super::SubagentFiles::Count);
-        let cache = cache.join().unwrap_or_default();
-        (files, cache, index.join().unwrap_or_default())
+        (files, cache.join().unwrap_or_default())
     });
     trace.mark("walk and cache load");
     let reads = heads(catalog, &mut head_cache, &mut files);
@@ -199,28 +208,53 @@ pub fn list(
     });
     sessions.shrink_to_fit();
     trace.mark("heads and repo mapping");
-    let mut counted = crate::util::par::map(&sessions, |s| {
-        let rule = catalog.get(&s.file.app)?;
-        index.count(rule, &s.file).ok().flatten()
-    });
-    for (s, c) in sessions.iter_mut().zip(counted.iter_mut()) {
-        let Some(c) = c else { continue };
-        s.prompts = std::mem::take(&mut c.prompts);
-        s.user_turns = Some(c.user_turns);
-        stats.bytes_read += c.bytes_read;
-        match c.how {
-            Counted::Unchanged => stats.turns_unchanged += 1,
-            Counted::Resumed => stats.turns_resumed += 1,
-            Counted::Whole => stats.turns_read_whole += 1,
+    let ids: Vec<&str> = catalog.sets.iter().map(|r| r.id.as_str()).collect();
+    let mut index = TurnIndex::load(&index_file, &catalog.fingerprint, &ids);
+    trace.mark("turn index loaded");
+    // Each row takes its count where it lies; only what the index must learn comes back.
+    let learnt = crate::util::par::map_chunks_mut(&mut sessions, 512, |rows| {
+        let mut l = Learnt::default();
+        for s in rows {
+            let Some(rule) = catalog.get(&s.file.app) else {
+                continue;
+            };
+            let Ok(Some(c)) = index.count(rule, &s.file) else {
+                continue;
+            };
+            s.prompts = c.prompts;
+            s.user_turns = Some(c.user_turns);
+            l.stats.bytes_read += c.bytes_read;
+            match c.how {
+                Counted::Unchanged => l.stats.turns_unchanged += 1,
+                Counted::Resumed => l.stats.turns_resumed += 1,
+                Counted::Whole => l.stats.turns_read_whole += 1,
+            }
+            l.seen.push(c.file);
+            l.fresh.extend(c.new.map(|e| *e));
         }
+        l
+    });
+    let (mut seen, mut fresh) = (Vec::new(), Vec::new());
+    for l in learnt {
+        stats.bytes_read += l.stats.bytes_read;
+        stats.turns_unchanged += l.stats.turns_unchanged;
+        stats.turns_resumed += l.stats.turns_resumed;
+        stats.turns_read_whole += l.stats.turns_read_whole;
+        seen.extend(l.seen);
+        fresh.extend(l.fresh);
     }
     trace.mark("turns counted");
     let everything = max_age.is_none() && repo.is_none();
-    if index.update(counted.into_iter().flatten(), everything.then_some(apps)) {
+    if index.update(fresh, seen, everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }
+    index.keep_only_prompts();
     trace.mark("turn index saved");
-    Listing { sessions, stats }
+    Listing {
+        sessions,
+        stats,
+        index,
+    }
 }
 
 #[cfg(test)]

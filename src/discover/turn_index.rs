@@ -28,10 +28,6 @@ const FORMAT: u32 = 2;
 /// How many bytes before a checkpoint are compared before a read goes on from it.
 const TAIL_BYTES: u64 = 4096;
 
-fn prompts(c: &Checkpoint) -> (Option<turns::Prompt>, Option<turns::Prompt>) {
-    (c.first_prompt.clone(), c.last_prompt.clone())
-}
-
 pub fn path(almanac_home: &Path) -> PathBuf {
     almanac_home.join("state").join("turn-index.jsonl")
 }
@@ -52,19 +48,39 @@ pub struct IndexEntry {
     app: String,
     size: u64,
     mtime_ns: i128,
-    /// `sha256` of the up to 4 KiB before `checkpoint.offset` (hex in the file, 32 bytes in memory: at
-    /// 100k transcripts the hex strings were 10 MB); none when the file was cut short under the reader,
-    /// so the next read starts over.
+    /// `sha256` of the up to 4 KiB before `checkpoint.offset` (hex in the file); none when the file was
+    /// cut short under the reader, so the next read starts over.
     #[serde(with = "tail_hex")]
     tail: Option<[u8; 32]>,
     checkpoint: Checkpoint,
 }
 
+/// A transcript's first and latest prompt, or where the index file holds them.
+#[derive(Debug, Default)]
+pub enum Prompts {
+    #[default]
+    None,
+    /// In the index file (`TurnIndex::prompts`): the first prompt's JSON string at byte `at`, `first`
+    /// bytes long (0: none), and `gap` bytes after it the latest's, `last` bytes long. 16 bytes, as a
+    /// listing holds one per session.
+    Indexed {
+        at: u64,
+        first: u16,
+        gap: u16,
+        last: u16,
+    },
+    /// In the entry on the index file's line at `at`, `len` bytes long, which is parsed to find them.
+    Line { at: u64, len: u32 },
+    /// Counted now.
+    Held(Box<(Option<turns::Prompt>, Option<turns::Prompt>)>),
+}
+
 /// One transcript's user turns, and what the index must learn from the count.
+#[derive(Debug)]
 pub struct Count {
     pub user_turns: u64,
     /// The transcript's first and latest prompt (cut to `turns::CHECKPOINT_PROMPT_BYTES`).
-    pub prompts: (Option<turns::Prompt>, Option<turns::Prompt>),
+    pub prompts: Prompts,
     pub how: Counted,
     pub bytes_read: u64,
     /// (device, inode): the file was seen.
@@ -76,7 +92,14 @@ pub struct Count {
 
 #[derive(Default)]
 pub struct TurnIndex {
-    entries: HashMap<(u64, u64), IndexEntry>,
+    /// The index file the entries were loaded from, kept open: a save replaces the file by a rename,
+    /// and this handle still reads the one loaded.
+    file: Option<std::fs::File>,
+    apps: Vec<Box<str>>,
+    /// Sorted by (device, inode), one per key (the file's last line for it).
+    entries: Vec<Slim>,
+    /// Entries counted now, by (device, inode): they replace the loaded ones of the same key.
+    fresh: HashMap<(u64, u64), IndexEntry>,
 }
 
 /// How one transcript's count was had.
@@ -91,14 +114,18 @@ pub enum Counted {
 }
 
 impl TurnIndex {
-    /// The index written with the same rule `fingerprint`; anything else is an empty index.
-    pub fn load(file: &Path, fingerprint: &str) -> TurnIndex {
-        let mut index = TurnIndex::default();
+    /// The index written with the same rule `fingerprint`, its entries of `apps` (the rule sets'
+    /// ids); anything else is an empty index.
+    pub fn load(file: &Path, fingerprint: &str, apps: &[&str]) -> TurnIndex {
+        let mut index = TurnIndex {
+            apps: apps.iter().map(|a| Box::from(*a)).collect(),
+            ..TurnIndex::default()
+        };
         let Ok(f) = std::fs::File::open(file) else {
             return index;
         };
         use io::BufRead;
-        let mut r = io::BufReader::with_capacity(1 << 20, f);
+        let mut r = io::BufReader::with_capacity(1 << 20, &f);
         let mut line = Vec::new();
         let header = r
             .read_until(b'\n', &mut line)
@@ -109,7 +136,8 @@ impl TurnIndex {
         }
         // A block of whole lines at a time, each block's lines parsed on every core (at 100k sessions
         // the index is 50 MB); a line that is not an entry is left out.
-        const BLOCK: u64 = 4 << 20;
+        const BLOCK: u64 = 1 << 20;
+        let mut block_at = line.len() as u64;
         loop {
             let mut block = Vec::with_capacity(BLOCK as usize + 4096);
             if (&mut r).take(BLOCK).read_to_end(&mut block).is_err()
@@ -118,18 +146,84 @@ impl TurnIndex {
             {
                 break;
             }
-            let lines: Vec<&[u8]> = block.split(|b| *b == b'\n').collect();
-            let parts: Vec<&[&[u8]]> = lines.chunks(lines.len().div_ceil(4).max(1)).collect();
+            let mut lines: Vec<(u64, &[u8])> = Vec::new();
+            let mut at = 0;
+            for l in block.split(|b| *b == b'\n') {
+                lines.push((block_at + at as u64, l));
+                at += l.len() + 1;
+            }
+            block_at += block.len() as u64;
+            let parts: Vec<&[(u64, &[u8])]> =
+                lines.chunks(lines.len().div_ceil(4).max(1)).collect();
+            let apps = &index.apps;
             let parsed = crate::util::par::map(&parts, |part| {
                 part.iter()
-                    .filter_map(|l| serde_json::from_slice::<IndexEntry>(l).ok())
+                    .filter_map(|(at, l)| slim(l, *at, apps))
                     .collect::<Vec<_>>()
             });
-            for e in parsed.into_iter().flatten() {
-                index.entries.insert((e.dev, e.ino), e);
+            index.entries.extend(parsed.into_iter().flatten());
+        }
+        drop(r);
+        // The last line of a key wins, as it did when each line replaced the one before in a map.
+        index
+            .entries
+            .sort_unstable_by_key(|e| (key(e), std::cmp::Reverse(e.at)));
+        index.entries.dedup_by_key(|e| key(e));
+        index.entries.shrink_to_fit();
+        index.file = Some(f);
+        index
+    }
+
+    /// The entry on the index file's line at `at`, as it was loaded (None if it cannot be read again).
+    fn read_entry(&self, at: u64, len: u32) -> Option<IndexEntry> {
+        serde_json::from_slice(&self.read_line(at, len)?).ok()
+    }
+
+    fn read_line(&self, at: u64, len: u32) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; len as usize];
+        self.file.as_ref()?.read_exact_at(&mut buf, at).ok()?;
+        Some(buf)
+    }
+
+    /// Lets go of the entries, keeping what `prompts` reads: the listing's rows know where their
+    /// prompts are, and the entries are not needed once counted and saved.
+    pub fn keep_only_prompts(&mut self) {
+        self.entries = Vec::new();
+        self.fresh = HashMap::new();
+    }
+
+    /// The prompts `p` stands for, read from the index file when they are there (only their JSON
+    /// strings, where the load found them).
+    pub fn prompts(&self, p: &Prompts) -> (Option<turns::Prompt>, Option<turns::Prompt>) {
+        match *p {
+            Prompts::None => (None, None),
+            Prompts::Held(ref h) => (h.0.clone(), h.1.clone()),
+            Prompts::Line { at, len } => {
+                // Only the prompts are built (the line was an entry when it was loaded).
+                let line = self.read_line(at, len).unwrap_or_default();
+                let v = crate::rules::pruned::parse_pruned(&line, &PROMPTS_NEED);
+                let c = v.as_ref().and_then(|v| v.get("checkpoint"));
+                let text = |k: &str| c.and_then(|c| c.get(k)?.as_str()).map(turns::Prompt::from);
+                (text("firstPrompt"), text("lastPrompt"))
+            }
+            Prompts::Indexed {
+                at,
+                first,
+                gap,
+                last,
+            } => {
+                let (first, gap, last) = (first as usize, gap as usize, last as usize);
+                let bytes = self
+                    .read_line(at, (first + gap + last) as u32)
+                    .unwrap_or_default();
+                let text = |from: usize, len: usize| {
+                    let token = bytes.get(from..from + len).filter(|_| len > 0)?;
+                    serde_json::from_slice::<turns::Prompt>(token).ok()
+                };
+                (text(0, first), text(first + gap, last))
             }
         }
-        index
     }
 
     /// The user turns of `file`, from the index where it can be trusted, else counted (going on from
@@ -142,18 +236,22 @@ impl TurnIndex {
         let path_hash = super::cache::path_hash(&file.path);
         let prior = self
             .entries
-            .get(&(stamp.dev, stamp.ino))
-            .filter(|e| e.path_hash == path_hash && *e.app == *file.app);
-        if let Some(e) = prior.filter(|e| e.size == stamp.size && e.mtime_ns == stamp.mtime_ns) {
+            .binary_search_by_key(&(stamp.dev, stamp.ino), key)
+            .ok()
+            .map(|i| self.entries[i])
+            .filter(|e| e.path_hash == path_hash && *self.apps[e.app as usize] == *file.app);
+        let unchanged = |e: &Slim| e.size == stamp.size && e.mtime_ns as i128 == stamp.mtime_ns;
+        if let Some(e) = prior.filter(unchanged) {
             return Ok(Some(Count {
-                user_turns: e.checkpoint.user_turns,
-                prompts: prompts(&e.checkpoint),
+                user_turns: e.user_turns as u64,
+                prompts: e.prompts(),
                 how: Counted::Unchanged,
                 bytes_read: 0,
                 file: (stamp.dev, stamp.ino),
                 new: None,
             }));
         }
+        let prior = prior.and_then(|e| self.read_entry(e.at, e.len));
         let mut f = super::open_transcript(&file.path)?;
         let mut bytes_read = 0;
         let mut resume = None;
@@ -161,7 +259,7 @@ impl TurnIndex {
             let (tail, n) = tail_hash(&mut f, e.checkpoint.offset)?;
             bytes_read += n;
             if tail.is_some() && tail == e.tail {
-                resume = Some(e.checkpoint.clone());
+                resume = Some(e.checkpoint);
             }
         }
         let how = match resume {
@@ -181,6 +279,8 @@ impl TurnIndex {
         bytes_read += t.bytes_read;
         let (tail, n) = tail_hash(&mut f, t.checkpoint.offset)?;
         bytes_read += n;
+        let c = &t.checkpoint;
+        let prompts = Prompts::Held(Box::new((c.first_prompt.clone(), c.last_prompt.clone())));
         let entry = IndexEntry {
             dev: stamp.dev,
             ino: stamp.ino,
@@ -193,7 +293,7 @@ impl TurnIndex {
         };
         Ok(Some(Count {
             user_turns: entry.checkpoint.user_turns,
-            prompts: prompts(&entry.checkpoint),
+            prompts,
             how,
             bytes_read,
             file: (stamp.dev, stamp.ino),
@@ -201,33 +301,36 @@ impl TurnIndex {
         }))
     }
 
-    /// Remembers the entries counted now; with `forget_unseen` (every store of these apps was listed)
-    /// the files of those apps not among them are forgotten too. Whether anything changed (the index
-    /// must be written).
+    /// Remembers the entries read now (`fresh`), of the files counted (`seen`, by device and inode);
+    /// with `forget_unseen` (every store of these apps was listed) the files of those apps not seen are
+    /// forgotten too. Whether anything changed (the index must be written). An entry read now always
+    /// changes the index: a file whose entry is current is not read.
     pub fn update(
         &mut self,
-        counts: impl Iterator<Item = Count>,
+        fresh: Vec<IndexEntry>,
+        mut seen: Vec<(u64, u64)>,
         forget_unseen: Option<&[String]>,
     ) -> bool {
-        let mut changed = false;
-        let mut seen = std::collections::HashSet::with_capacity(counts.size_hint().1.unwrap_or(0));
-        for c in counts {
-            seen.insert(c.file);
-            if let Some(e) = c.new.filter(|e| self.entries.get(&c.file) != Some(&**e)) {
-                self.entries.insert(c.file, *e);
-                changed = true;
-            }
+        let mut changed = !fresh.is_empty();
+        seen.sort_unstable();
+        let was_seen = |k: &(u64, u64)| seen.binary_search(k).is_ok();
+        self.fresh
+            .extend(fresh.into_iter().map(|e| ((e.dev, e.ino), e)));
+        let listed = |app: &str| forget_unseen.is_some_and(|apps| apps.iter().any(|a| a == app));
+        for e in self.entries.iter_mut().filter(|e| e.kept) {
+            let k = key(e);
+            let forgotten = !was_seen(&k) && listed(&self.apps[e.app as usize]);
+            e.kept = !forgotten && !self.fresh.contains_key(&k);
+            changed |= forgotten;
         }
-        if let Some(apps) = forget_unseen {
-            let before = self.entries.len();
-            self.entries
-                .retain(|k, e| seen.contains(k) || !apps.contains(&e.app));
-            changed |= self.entries.len() != before;
-        }
-        changed
+        let before = self.fresh.len();
+        self.fresh.retain(|k, e| was_seen(k) || !listed(&e.app));
+        changed | (self.fresh.len() != before)
     }
 
-    /// Writes the index, replacing the file. Failure is not an error: the next reader reads more.
+    /// Writes the index, replacing the file: the loaded entries kept are copied from the loaded file
+    /// line for line, in its order, then the entries counted now. Failure is not an error: the next
+    /// reader reads more.
     pub fn save(&self, file: &Path, fingerprint: &str) {
         let _ = crate::util::atomic::write_atomic_with(file, |w| {
             let header = Header {
@@ -236,13 +339,43 @@ impl TurnIndex {
             };
             serde_json::to_writer(&mut *w, &header)?;
             w.write_all(b"\n")?;
-            for e in self.entries.values() {
+            if let Some(f) = &self.file {
+                let mut kept: Vec<(u64, u32)> = self
+                    .entries
+                    .iter()
+                    .filter(|e| e.kept)
+                    .map(|e| (e.at, e.len))
+                    .collect();
+                kept.sort_unstable();
+                copy_lines(f, &kept, w)?;
+            }
+            for e in self.fresh.values() {
                 serde_json::to_writer(&mut *w, e)?;
                 w.write_all(b"\n")?;
             }
             Ok(())
         });
     }
+}
+
+/// Copies the lines of `f` at `lines` (byte offset and length, in file order) to `w`, each with its
+/// newline, reading the file in order.
+fn copy_lines(f: &std::fs::File, lines: &[(u64, u32)], w: &mut dyn io::Write) -> io::Result<()> {
+    let mut r = io::BufReader::with_capacity(1 << 20, f);
+    r.seek(SeekFrom::Start(0))?;
+    let mut pos = 0u64;
+    let mut buf = Vec::new();
+    for &(at, len) in lines {
+        if at > pos {
+            r.seek_relative((at - pos) as i64)?;
+        }
+        buf.resize(len as usize, 0);
+        r.read_exact(&mut buf)?;
+        w.write_all(&buf)?;
+        w.write_all(b"\n")?;
+        pos = at + len as u64;
+    }
+    Ok(())
 }
 
 /// `sha256` of the up to `TAIL_BYTES` before `offset` (None when the file is shorter), and the
@@ -287,44 +420,9 @@ mod tail_hex {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-    struct T {
-        #[serde(with = "super::tail_hex")]
-        tail: Option<[u8; 32]>,
-    }
+mod slim;
+use slim::{key, slim, Slim, PROMPTS_NEED};
 
-    #[test]
-    fn a_tail_is_written_as_hex_and_only_64_hex_digits_or_nothing_are_read() {
-        let some = T {
-            tail: Some(std::array::from_fn(|i| (i * 37) as u8)),
-        };
-        let text = serde_json::to_string(&some).unwrap();
-        assert_eq!(
-            text,
-            format!(
-                r#"{{"tail":"{}"}}"#,
-                crate::util::ids::hex(&some.tail.unwrap())
-            )
-        );
-        assert_eq!(serde_json::from_str::<T>(&text).unwrap(), some);
-        assert_eq!(
-            serde_json::to_string(&T { tail: None }).unwrap(),
-            r#"{"tail":""}"#
-        );
-        assert_eq!(
-            serde_json::from_str::<T>(r#"{"tail":""}"#).unwrap(),
-            T { tail: None }
-        );
-        for bad in [
-            "abc",
-            &"g".repeat(64),
-            &"a".repeat(66),
-            "+".repeat(64).as_str(),
-        ] {
-            let line = format!(r#"{{"tail":"{bad}"}}"#);
-            assert!(serde_json::from_str::<T>(&line).is_err(), "{bad}");
-        }
-    }
-}
+#[cfg(test)]
+#[path = "turn_index_tests.rs"]
+mod tests;

@@ -278,6 +278,8 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
         "nothing changed, nothing read: {warm}"
     );
     assert_eq!(warm["stats"]["turnsUnchanged"], 2, "{warm}");
+    // Read back from the index file, the prompts are the same.
+    assert_eq!(prompts(&warm), prompts_want("message 3"), "{warm}");
 
     // One grows by two prompts: only it is read, from where it was counted (plus the 4 KiB check).
     let before = std::fs::metadata(&l.transcript).unwrap().len();
@@ -300,6 +302,11 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
         read >= added && read <= added + 2 * 4096,
         "{read} bytes read for {added} new: {s}"
     );
+    // The index written then (the unchanged entry copied, the grown one new) gives them all again.
+    let again = sessions(&l);
+    assert_eq!(again["stats"]["turnsUnchanged"], 2, "{again}");
+    assert_eq!(sorted(&again), want(6, 3), "{again}");
+    assert_eq!(prompts(&again), prompts_want("message 5"), "{again}");
 
     // Rewritten before the checkpoint (same inode, new size): counted from the start, not trusted.
     let rewritten = grown.replacen("message 1", "edited message 1", 1);

@@ -51,9 +51,9 @@ fn examine_one<'a>(
     let (m, file) = locate(catalog, cx, transcript, forced)?;
     let mut mapper = RepoMapper::new(&cx.almanac_home);
     let ex = examine(m.rule, &file, &mut mapper);
-    let head: Result<HeadScan, String> = match (&ex.scan, &ex.error) {
+    let head: Result<HeadScan, String> = match (&ex.scan, ex.error()) {
         (Some(h), _) => Ok((**h).clone()),
-        (None, e) => Err(e.as_deref().unwrap_or_default().to_string()),
+        (None, e) => Err(e.unwrap_or_default().to_string()),
     };
     let (policy_decision, steps) = if head.is_ok() && !ex.subagent {
         let (d, s) = explain_decision(catalog, m.rule, &file, &ex, settings, cx.now);

@@ -220,15 +220,15 @@ fn captured_states(cx: &Context, sessions: &[discover::sessions::Listed]) -> Vec
     // fifth of the listing), each kept only while its sessions take their two facts.
     let repos: Vec<(&Path, Vec<usize>)> = by_repo.into_iter().collect();
     let found = crate::util::par::map(&repos, |(repo, idx)| {
-        let Ok(loaded) = ledger::load(repo, cx.now, false) else {
+        let Ok(facts) = ledger::entry_facts(repo, cx.now) else {
             return Vec::new();
         };
         idx.iter()
             .filter_map(|&i| {
                 let s = &sessions[i];
                 let sid = s.examined.session_id.as_deref().unwrap_or_default();
-                let e = loaded.ledger.entries.get(&key(&s.file.app, sid))?;
-                Some((i, e.last_captured_line, e.status.code()))
+                let &(line, status) = facts.get(&key(&s.file.app, sid))?;
+                Some((i, line, status))
             })
             .collect()
     });

@@ -68,7 +68,7 @@ impl<'a> Entry<'a> {
             session_id: ex.session_id.as_deref(),
             cwd: ex.cwd.as_deref(),
             subagent: ex.subagent,
-            excluded: ex.excluded.as_deref(),
+            excluded: ex.excluded(),
         }
     }
 }

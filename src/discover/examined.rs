@@ -9,16 +9,23 @@ use crate::rules::RuleSet;
 pub struct Examined {
     /// The full head scan when the head was read now (None when it came from the discovery cache).
     pub scan: Option<Box<HeadScan>>,
-    /// Why the head could not be read. (Boxed strings: 100k of these are held at once.)
-    pub error: Option<Box<str>>,
+    /// Why the head could not be read, or the exclude_when test that held (`error`, `excluded`): rare,
+    /// so boxed once for both (100k of these are held at once; 72 bytes each).
+    note: Option<Box<Note>>,
     pub session_id: Option<Box<str>>,
     /// Shared with the other sessions of the same cwd when it came from the discovery cache.
     pub cwd: Option<std::sync::Arc<str>>,
     /// Shared by every session of the repo.
     pub repo: Option<std::sync::Arc<std::path::Path>>,
     pub subagent: bool,
-    /// The exclude_when test that held, if any.
-    pub excluded: Option<Box<str>>,
+}
+
+const _: () = assert!(std::mem::size_of::<Examined>() == 72);
+
+/// What only a few heads have to say.
+enum Note {
+    Error(Box<str>),
+    Excluded(Box<str>),
 }
 
 impl Examined {
@@ -26,13 +33,32 @@ impl Examined {
     pub fn unread() -> Examined {
         Examined {
             scan: None,
-            error: None,
+            note: None,
             session_id: None,
             cwd: None,
             repo: None,
             subagent: false,
-            excluded: None,
         }
+    }
+
+    /// Why the head could not be read, if it could not.
+    pub fn error(&self) -> Option<&str> {
+        match self.note.as_deref() {
+            Some(Note::Error(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The exclude_when test that held, if any.
+    pub fn excluded(&self) -> Option<&str> {
+        match self.note.as_deref() {
+            Some(Note::Excluded(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn excluded_note(why: Option<Box<str>>) -> Option<Box<Note>> {
+        why.map(|w| Box::new(Note::Excluded(w)))
     }
 
     pub fn from_head(scan: Result<HeadScan, String>) -> Examined {
@@ -41,19 +67,17 @@ impl Examined {
                 session_id: h.get("session_id").map(Box::from),
                 cwd: h.get("cwd").map(std::sync::Arc::from),
                 subagent: h.subagent.is_some(),
-                excluded: h.excluded.as_ref().map(|v| v.reason.as_str().into()),
+                note: Self::excluded_note(h.excluded.as_ref().map(|v| v.reason.as_str().into())),
                 scan: Some(Box::new(h)),
-                error: None,
                 repo: None,
             },
             Err(e) => Examined {
                 scan: None,
-                error: Some(e.into()),
+                note: Some(Box::new(Note::Error(e.into()))),
                 session_id: None,
                 cwd: None,
                 repo: None,
                 subagent: false,
-                excluded: None,
             },
         }
     }
@@ -61,12 +85,11 @@ impl Examined {
     pub fn from_cache(c: cache::Cached) -> Examined {
         Examined {
             scan: None,
-            error: None,
+            note: Self::excluded_note(c.excluded),
             session_id: c.session_id,
             cwd: c.cwd,
             repo: None,
             subagent: c.subagent,
-            excluded: c.excluded,
         }
     }
 }

@@ -143,11 +143,10 @@ pub struct ListStats {
     pub turns_read_whole: u64,
 }
 
-/// What counting a chunk of rows taught the turn index: the files counted, the entries read now.
+/// What counting a chunk of rows taught the turn index: the entries read now.
 #[derive(Default)]
 struct Learnt {
     stats: ListStats,
-    seen: Vec<(u64, u64)>,
     fresh: Vec<super::turn_index::IndexEntry>,
 }
 
@@ -200,7 +199,7 @@ pub fn list(
     let mut sessions = files;
     sessions.retain_mut(|s| {
         let ex = &mut s.examined;
-        if ex.subagent || ex.error.is_some() {
+        if ex.subagent || ex.error().is_some() {
             return false;
         }
         ex.repo = ex.cwd.as_deref().and_then(|c| mapper.map(c));
@@ -229,22 +228,23 @@ pub fn list(
                 Counted::Resumed => l.stats.turns_resumed += 1,
                 Counted::Whole => l.stats.turns_read_whole += 1,
             }
-            l.seen.push(c.file);
             l.fresh.extend(c.new.map(|e| *e));
         }
         l
     });
-    let (mut seen, mut fresh) = (Vec::new(), Vec::new());
+    let mut fresh = Vec::new();
     for l in learnt {
         stats.bytes_read += l.stats.bytes_read;
         stats.turns_unchanged += l.stats.turns_unchanged;
         stats.turns_resumed += l.stats.turns_resumed;
         stats.turns_read_whole += l.stats.turns_read_whole;
-        seen.extend(l.seen);
         fresh.extend(l.fresh);
     }
     trace.mark("turns counted");
     let everything = max_age.is_none() && repo.is_none();
+    // A row with a count is a file counted.
+    let seen = sessions.iter().filter(|s| s.user_turns.is_some());
+    let seen = seen.map(|s| s.file.file_id);
     if index.update(fresh, seen, everything.then_some(apps)) {
         index.save(&index_file, &catalog.fingerprint);
     }

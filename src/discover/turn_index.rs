@@ -83,8 +83,6 @@ pub struct Count {
     pub prompts: Prompts,
     pub how: Counted,
     pub bytes_read: u64,
-    /// (device, inode): the file was seen.
-    pub file: (u64, u64),
     /// The entry to remember when the file was read (None: the index holds it already). Boxed: a
     /// listing holds one `Count` per session.
     pub new: Option<Box<IndexEntry>>,
@@ -247,7 +245,6 @@ impl TurnIndex {
                 prompts: e.prompts(),
                 how: Counted::Unchanged,
                 bytes_read: 0,
-                file: (stamp.dev, stamp.ino),
                 new: None,
             }));
         }
@@ -296,7 +293,6 @@ impl TurnIndex {
             prompts,
             how,
             bytes_read,
-            file: (stamp.dev, stamp.ino),
             new: Some(Box::new(entry)),
         }))
     }
@@ -308,24 +304,24 @@ impl TurnIndex {
     pub fn update(
         &mut self,
         fresh: Vec<IndexEntry>,
-        mut seen: Vec<(u64, u64)>,
+        seen: impl Iterator<Item = (u64, u64)>,
         forget_unseen: Option<&[String]>,
     ) -> bool {
         let mut changed = !fresh.is_empty();
-        seen.sort_unstable();
-        let was_seen = |k: &(u64, u64)| seen.binary_search(k).is_ok();
+        for k in seen {
+            if let Ok(i) = self.entries.binary_search_by_key(&k, key) {
+                self.entries[i].seen = true;
+            }
+        }
         self.fresh
             .extend(fresh.into_iter().map(|e| ((e.dev, e.ino), e)));
         let listed = |app: &str| forget_unseen.is_some_and(|apps| apps.iter().any(|a| a == app));
         for e in self.entries.iter_mut().filter(|e| e.kept) {
-            let k = key(e);
-            let forgotten = !was_seen(&k) && listed(&self.apps[e.app as usize]);
-            e.kept = !forgotten && !self.fresh.contains_key(&k);
+            let forgotten = !e.seen && listed(&self.apps[e.app as usize]);
+            e.kept = !forgotten && !self.fresh.contains_key(&key(e));
             changed |= forgotten;
         }
-        let before = self.fresh.len();
-        self.fresh.retain(|k, e| was_seen(k) || !listed(&e.app));
-        changed | (self.fresh.len() != before)
+        changed
     }
 
     /// Writes the index, replacing the file: the loaded entries kept are copied from the loaded file

@@ -122,6 +122,76 @@ pub fn load(
     Ok(loaded)
 }
 
+/// What `capture sessions` shows of each entry, by key: the line captured through and the status, as
+/// `load(repo, now, false)` gives them, without holding the entries (two ledgers of 2,000 entries
+/// parsed at once were a fifth of a 100k listing's memory). Each entry is parsed whole, and every other
+/// member as `Ledger` types it, so a file `load` calls corrupt fails here too; that file, a newer one
+/// and one this cannot read go to `load` itself. The journal is not read: it adds only agent session
+/// ids, which these facts do not hold.
+pub fn entry_facts(
+    repo: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::io::Result<std::collections::HashMap<String, (u64, &'static str)>> {
+    type Facts = std::collections::HashMap<String, (u64, &'static str)>;
+    /// `Ledger`, its entries kept as facts (unknown members are accepted, as `extra` takes any).
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    #[allow(dead_code)] // parsed to be checked as `Ledger` checks them
+    struct Light {
+        version: u32,
+        updated_at: String,
+        entries: EntryFacts,
+        #[serde(default)]
+        agent_sessions: std::collections::BTreeSet<String>,
+        #[serde(default)]
+        rebuilt_from: Option<String>,
+        #[serde(default)]
+        overwritten: Vec<String>,
+    }
+    struct EntryFacts(Facts);
+    impl<'de> Deserialize<'de> for EntryFacts {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = EntryFacts;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a map of ledger entries")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<EntryFacts, A::Error> {
+                    let mut out = Facts::new();
+                    while let Some((k, e)) = m.next_entry::<String, LedgerEntry>()? {
+                        out.insert(k, (e.last_captured_line, e.status.code()));
+                    }
+                    Ok(EntryFacts(out))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let whole = |l: Loaded| {
+        l.ledger
+            .entries
+            .into_iter()
+            .map(|(k, e)| (k, (e.last_captured_line, e.status.code())))
+            .collect()
+    };
+    let text = match std::fs::read(ledger_path(repo)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Facts::new()),
+        Err(_) => return load(repo, now, false).map(whole),
+    };
+    match serde_json::from_slice::<Light>(&text) {
+        Ok(l) if l.version == LEDGER_VERSION => Ok(l.entries.0),
+        _ => {
+            drop(text);
+            load(repo, now, false).map(whole)
+        }
+    }
+}
+
 /// The ledger file alone, as `load` describes it.
 fn load_file(
     repo: &Path,
@@ -200,4 +270,95 @@ pub fn save_bytes(
 pub fn add_agent_session(repo: &Path, session_id: &str) -> std::io::Result<()> {
     let _guard = lock_repo(repo)?;
     super::journal::append_agent_session(repo, session_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::EntryStatus;
+    use super::*;
+
+    /// `entry_facts` gives each entry's line and status as `load` does, whatever the file: a good
+    /// ledger, one with an entry `load` refuses (both rebuild from the run records), one with unknown
+    /// members, a missing one, a newer one (both fail).
+    #[test]
+    fn entry_facts_are_what_load_gives() {
+        let now = chrono::Utc::now();
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        std::fs::create_dir_all(super::super::runs_dir(repo)).unwrap();
+        let facts_of_load = |repo: &Path| -> std::io::Result<Vec<(String, u64, &'static str)>> {
+            let l = load(repo, now, false)?;
+            let mut v: Vec<_> = l
+                .ledger
+                .entries
+                .into_iter()
+                .map(|(k, e)| (k, e.last_captured_line, e.status.code()))
+                .collect();
+            v.sort();
+            Ok(v)
+        };
+        let facts = |repo: &Path| -> std::io::Result<Vec<(String, u64, &'static str)>> {
+            let mut v: Vec<_> = entry_facts(repo, now)?
+                .into_iter()
+                .map(|(k, (line, status))| (k, line, status))
+                .collect();
+            v.sort();
+            Ok(v)
+        };
+        let same = |what: &str| match (facts(repo), facts_of_load(repo)) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "{what}");
+                a.len()
+            }
+            (Err(_), Err(_)) => 0,
+            (a, b) => panic!("{what}: {a:?} against {b:?}"),
+        };
+        assert_eq!(same("no ledger"), 0);
+
+        let mut ledger = Ledger::default();
+        for (i, status) in [
+            EntryStatus::Done,
+            EntryStatus::Pending,
+            EntryStatus::NeedsAttention,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut e = LedgerEntry::fresh("claude", &format!("s{i}"), "/t.jsonl");
+            e.status = status;
+            e.last_captured_line = 10 * i as u64 + 3;
+            ledger.entries.insert(format!("claude:s{i}"), e);
+        }
+        let good = serde_json::to_value(&ledger).unwrap();
+        let write = |v: &serde_json::Value| {
+            std::fs::write(ledger_path(repo), serde_json::to_vec(v).unwrap()).unwrap()
+        };
+        write(&good);
+        assert_eq!(same("a good ledger"), 3);
+
+        let mut unknown = good.clone();
+        unknown["laterField"] = serde_json::json!({"any": [1, 2]});
+        unknown["entries"]["claude:s1"]["laterEntryField"] = serde_json::json!(true);
+        write(&unknown);
+        assert_eq!(same("unknown members"), 3);
+
+        // One entry `load` refuses: the whole file is corrupt to both (rebuilt from no run records).
+        let mut bad = good.clone();
+        bad["entries"]["claude:s2"]["attempts"] = serde_json::json!("three");
+        write(&bad);
+        assert_eq!(same("a bad entry"), 0);
+        let mut bad = good.clone();
+        bad["agentSessions"] = serde_json::json!("not a list");
+        write(&bad);
+        assert_eq!(same("a bad member beside the entries"), 0);
+
+        let mut newer = good.clone();
+        newer["version"] = serde_json::json!(LEDGER_VERSION + 1);
+        write(&newer);
+        assert!(
+            entry_facts(repo, now).is_err(),
+            "a newer ledger is not read"
+        );
+        assert_eq!(same("a newer ledger"), 0);
+    }
 }

@@ -34,8 +34,8 @@ pub mod seal;
 
 pub use entry::{EntryStatus, LedgerEntry, PendingChunk};
 pub use file::{
-    add_agent_session, is_newer, load, newer_version, save, save_bytes, Corrupt, Ledger, Loaded,
-    NewerLedger, LEDGER_FILE, LEDGER_VERSION,
+    add_agent_session, entry_facts, is_newer, load, newer_version, save, save_bytes, Corrupt,
+    Ledger, Loaded, NewerLedger, LEDGER_FILE, LEDGER_VERSION,
 };
 pub use record::{RunRecord, RunStatus};
 pub use repo::RepoState;

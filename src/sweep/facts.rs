@@ -67,7 +67,7 @@ pub fn facts<'a>(
         session_id: ex.session_id.as_deref(),
         cwd: ex.cwd.as_deref(),
         repo: ex.repo.as_deref(),
-        excluded_by: ex.excluded.as_deref(),
+        excluded_by: ex.excluded(),
         mtime: DateTime::<Utc>::from(file.mtime),
         size: file.size,
         captured_bytes: entry.map(|e| e.captured_bytes).unwrap_or(0),

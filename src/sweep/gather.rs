@@ -65,8 +65,8 @@ pub fn gather(
     let mut candidates = files;
     // Unreadable heads and subagents leave the list where they are: it is not made again.
     let mut subagents = Vec::new();
-    for (file, ex) in candidates.extract_if(.., |(_, ex)| ex.error.is_some() || ex.subagent) {
-        if let Some(e) = &ex.error {
+    for (file, ex) in candidates.extract_if(.., |(_, ex)| ex.error().is_some() || ex.subagent) {
+        if let Some(e) = ex.error() {
             summary.scanned += 1;
             let why = Some(e.to_string());
             summary.attention(SkippedItem::of(&file, &ex, Reason::ReadFailed, why));

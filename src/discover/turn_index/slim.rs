@@ -27,6 +27,8 @@ pub(super) struct Slim {
     pub(super) app: u16,
     /// Still the entry of its file: not replaced by one counted now, nor forgotten (`update`).
     pub(super) kept: bool,
+    /// Its file was counted in this listing (`update`).
+    pub(super) seen: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Prompts>() == 16);
@@ -144,6 +146,7 @@ pub(super) fn slim(line: &[u8], at: u64, apps: &[Box<str>]) -> Option<Slim> {
         last: span(line, "lastPrompt", c.last_prompt.as_ref()),
         app: u16::try_from(apps.iter().position(|a| **a == *e.app)?).ok()?,
         kept: true,
+        seen: false,
     })
 }
 

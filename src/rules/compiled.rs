@@ -121,6 +121,16 @@ impl TurnText {
     }
 
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
+    /// Whether `text` would give any: the same test, without joining the parts.
+    pub fn has_text(&self, record: &Value) -> bool {
+        self.text.iter().any(|p| {
+            p.select(record)
+                .into_iter()
+                .filter_map(|v| v.as_str())
+                .any(|s| !s.trim().is_empty())
+        })
+    }
+
     pub fn text(&self, record: &Value) -> Option<String> {
         self.text.iter().find_map(|p| {
             let parts: Vec<&str> = p

@@ -457,7 +457,13 @@ pub fn extract<R: Read>(
         if skipper.skips(line, &record) || turns.ignore.iter().any(|p| p.holds(&record)) {
             continue;
         }
-        let ts = rule.record_time(&record).map(crate::policy::iso);
+        // Only `capture turns` shows a turn's time, assistant text, message group and tool names; a
+        // summary or a count needs none of them (with counts only, a tool only answers the turn).
+        let all = opts.keep == Keep::All;
+        let ts = match all {
+            true => rule.record_time(&record).map(crate::policy::iso),
+            false => None,
+        };
         if let Some((queued, text)) = turns
             .user
             .iter()
@@ -465,6 +471,14 @@ pub fn extract<R: Read>(
             .find_map(|t| t.text(&record).map(|x| (t.queued, x)))
         {
             b.prompt(line, ts.clone(), text, queued, turns.merge_repeated_prompts);
+        } else if !all {
+            if turns
+                .assistant
+                .iter()
+                .any(|t| t.applies(&record) && t.has_text(&record))
+            {
+                b.assistant(line, &ts, None, String::new());
+            }
         } else {
             for t in turns.assistant.iter().filter(|t| t.applies(&record)) {
                 if let Some(text) = t.text(&record) {
@@ -478,7 +492,10 @@ pub fn extract<R: Read>(
                 }
             }
         }
-        for (when, name) in &turns.tools {
+        // A count needs a tool only while the turn is unanswered (or none is open).
+        let tools_matter =
+            opts.keep != Keep::Counts || b.current.as_ref().is_none_or(|c| c.quiet());
+        for (when, name) in turns.tools.iter().filter(|_| tools_matter) {
             if when.as_ref().is_none_or(|w| w.holds(&record)) {
                 for v in name.select(&record) {
                     if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {

@@ -116,6 +116,8 @@ fn need_of(when: Option<&Predicate>) -> Need {
 pub struct Prefilter {
     /// A line that can start a turn, add assistant text or a tool.
     content: Compiled,
+    /// A line that can start a turn (a user rule's `when`): all a count needs once its turn is answered.
+    prompts: Compiled,
     /// A line that can start a skip region (any `from`).
     from: Compiled,
     /// Per skip: a line that can end its region (`until`) / arm it (`after`).
@@ -133,9 +135,15 @@ impl Prefilter {
             .map(|t| need_of(t.when.as_ref()))
             .chain(turns.tools.iter().map(|(w, _)| need_of(w.as_ref())))
             .collect());
+        let prompts = any(turns
+            .user
+            .iter()
+            .map(|t| need_of(t.when.as_ref()))
+            .collect());
         let from = any(turns.skip.iter().map(|s| need(&s.from)).collect());
         Prefilter {
             content: Compiled::new(&content),
+            prompts: Compiled::new(&prompts),
             from: Compiled::new(&from),
             until: turns
                 .skip
@@ -153,12 +161,23 @@ impl Prefilter {
 
     /// Whether `line` must be parsed: some rule may hold on it. `open` is the open skip region,
     /// `armed` per skip whether its `after` record has been read.
-    pub fn wanted(&self, line: &[u8], open: Option<usize>, armed: &[bool]) -> bool {
+    /// With `prompts_only` (a count whose open turn is answered, where assistant text and tools change
+    /// nothing), only a line that can start a turn is content.
+    pub fn wanted(
+        &self,
+        line: &[u8],
+        (open, armed): (Option<usize>, &[bool]),
+        prompts_only: bool,
+    ) -> bool {
         // In an open region a line is skipped unless it ends the region (which changes state). The
         // `\u` search comes last: most lines are wanted without it.
+        let content = match prompts_only {
+            true => &self.prompts,
+            false => &self.content,
+        };
         let found = match open {
             Some(i) => self.until[i].holds(line),
-            None => self.content.holds(line) || self.from.holds(line) || self.arms(line, armed),
+            None => content.holds(line) || self.from.holds(line) || self.arms(line, armed),
         };
         found || self.escape.find(line).is_some()
     }

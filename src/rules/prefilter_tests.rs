@@ -93,7 +93,7 @@ fn whitespace_and_escapes_are_never_rejected() {
     let rule = shipped("claude");
     let f = Prefilter::new(rule.turns.as_ref().unwrap());
     let armed = [true];
-    let wanted = |l: &str| f.wanted(l.as_bytes(), None, &armed);
+    let wanted = |l: &str| f.wanted(l.as_bytes(), (None, &armed), false);
     for line in [
         r#"{"type":"user","message":{"content":"hi"}}"#,
         r#"{"type" : "user","message":{"content":"hi"}}"#,
@@ -115,9 +115,26 @@ fn whitespace_and_escapes_are_never_rejected() {
         assert!(!wanted(line), "kept {line}");
     }
     // An open sidechain region reads only the line that may close it.
-    assert!(f.wanted(br#"{"isSidechain": false}"#, Some(0), &armed));
-    assert!(!f.wanted(br#"{"isSidechain":true,"type":"user"}"#, Some(0), &armed));
-    assert!(f.wanted(br#"{"isSidechain":true,"type":"user"}"#, None, &armed));
+    assert!(f.wanted(br#"{"isSidechain": false}"#, (Some(0), &armed), false));
+    let sidechain = br#"{"isSidechain":true,"type":"user"}"#;
+    assert!(!f.wanted(sidechain, (Some(0), &armed), false));
+    assert!(f.wanted(sidechain, (None, &armed), false));
+    // A count whose turn is answered reads only what can start a turn (and change a skip region).
+    let answered = |l: &str| f.wanted(l.as_bytes(), (None, &armed), true);
+    let text = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#;
+    assert!(wanted(text) && !answered(text));
+    assert!(answered(r#"{"type":"user","message":{"content":"hi"}}"#));
+    assert!(answered(
+        r#"{"type":"queue-operation","operation":"enqueue","content":"x"}"#
+    ));
+    assert!(
+        answered(r#"{"type":"assistant","isSidechain":true}"#),
+        "may open a region"
+    );
+    assert!(
+        answered(r#"{"type":"\u0061ssistant"}"#),
+        "an escape is always read"
+    );
     // Until armed, a main-thread record may arm the skip.
     assert!(f.may_arm(br#"{"isSidechain" :false}"#, &[false]));
     assert!(!f.may_arm(br#"{"isSidechain":false}"#, &[true]));

@@ -448,7 +448,10 @@ pub fn extract<R: Read>(
             continue;
         }
         // A line no rule can hold on changes nothing: not parsed.
-        if !filter.wanted(l.bytes, skipper.open, &skipper.armed) {
+        // Counting, once the open turn is answered only a line that can start a turn changes a count.
+        let answered = b.current.as_ref().is_some_and(|c| !c.quiet());
+        let prompts_only = opts.keep == Keep::Counts && answered;
+        if !filter.wanted(l.bytes, (skipper.open, &skipper.armed), prompts_only) {
             continue;
         }
         let Some(record) = parse_pruned(l.bytes, &turns.reads) else {

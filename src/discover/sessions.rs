@@ -228,7 +228,7 @@ pub fn list(
                 Counted::Resumed => l.stats.turns_resumed += 1,
                 Counted::Whole => l.stats.turns_read_whole += 1,
             }
-            l.fresh.extend(c.new.map(|e| *e));
+            l.fresh.extend(c.new);
         }
         l
     });

@@ -74,6 +74,8 @@ pub enum Prompts {
     Held(Box<(Option<turns::Prompt>, Option<turns::Prompt>)>),
 }
 
+const _: () = assert!(std::mem::size_of::<Prompts>() == 16);
+
 /// One transcript's user turns, and what the index must learn from the count.
 #[derive(Debug)]
 pub struct Count {
@@ -82,9 +84,8 @@ pub struct Count {
     pub prompts: Prompts,
     pub how: Counted,
     pub bytes_read: u64,
-    /// The entry to remember when the file was read (None: the index holds it already). Boxed: a
-    /// listing holds one `Count` per session.
-    pub new: Option<Box<IndexEntry>>,
+    /// The entry to remember when the file was read (None: the index holds it already).
+    pub new: Option<IndexEntry>,
 }
 
 #[derive(Default)]
@@ -197,14 +198,10 @@ impl TurnIndex {
         match *p {
             Prompts::None => (None, None),
             Prompts::Held(ref h) => (h.0.clone(), h.1.clone()),
-            Prompts::Line { at, len } => {
-                // Only the prompts are built (the line was an entry when it was loaded).
-                let line = self.read_line(at, len).unwrap_or_default();
-                let v = crate::rules::pruned::parse_pruned(&line, &PROMPTS_NEED);
-                let c = v.as_ref().and_then(|v| v.get("checkpoint"));
-                let text = |k: &str| c.and_then(|c| c.get(k)?.as_str()).map(turns::Prompt::from);
-                (text("firstPrompt"), text("lastPrompt"))
-            }
+            Prompts::Line { at, len } => self
+                .read_entry(at, len)
+                .map(|e| (e.checkpoint.first_prompt, e.checkpoint.last_prompt))
+                .unwrap_or_default(),
             Prompts::Indexed {
                 at,
                 first,
@@ -293,7 +290,7 @@ impl TurnIndex {
             prompts,
             how,
             bytes_read,
-            new: Some(Box::new(entry)),
+            new: Some(entry),
         }))
     }
 
@@ -422,7 +419,7 @@ mod tail_hex {
 }
 
 mod slim;
-use slim::{key, slim, Slim, PROMPTS_NEED};
+use slim::{key, slim, Slim};
 
 #[cfg(test)]
 #[path = "turn_index_tests.rs"]

@@ -133,6 +133,9 @@ pub fn entry_facts(
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::io::Result<std::collections::HashMap<String, (u64, &'static str)>> {
     type Facts = std::collections::HashMap<String, (u64, &'static str)>;
+    fn fact(e: &LedgerEntry) -> (u64, &'static str) {
+        (e.last_captured_line, e.status.code())
+    }
     /// `Ledger`, its entries kept as facts (unknown members are accepted, as `extra` takes any).
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -163,7 +166,7 @@ pub fn entry_facts(
                 ) -> Result<EntryFacts, A::Error> {
                     let mut out = Facts::new();
                     while let Some((k, e)) = m.next_entry::<String, LedgerEntry>()? {
-                        out.insert(k, (e.last_captured_line, e.status.code()));
+                        out.insert(k, fact(&e));
                     }
                     Ok(EntryFacts(out))
                 }
@@ -175,7 +178,7 @@ pub fn entry_facts(
         l.ledger
             .entries
             .into_iter()
-            .map(|(k, e)| (k, (e.last_captured_line, e.status.code())))
+            .map(|(k, e)| (k, fact(&e)))
             .collect()
     };
     let text = match std::fs::read(ledger_path(repo)) {

@@ -120,7 +120,6 @@ impl TurnText {
         self.when.as_ref().is_none_or(|w| w.holds(record))
     }
 
-    /// The text of the first path that selects non-empty strings, several joined by a blank line.
     /// Whether `text` would give any: the same test, without joining the parts.
     pub fn has_text(&self, record: &Value) -> bool {
         self.text.iter().any(|p| {
@@ -131,6 +130,7 @@ impl TurnText {
         })
     }
 
+    /// The text of the first path that selects non-empty strings, several joined by a blank line.
     pub fn text(&self, record: &Value) -> Option<String> {
         self.text.iter().find_map(|p| {
             let parts: Vec<&str> = p

@@ -31,12 +31,10 @@ pub(super) struct Slim {
     pub(super) seen: bool,
 }
 
-const _: () = assert!(std::mem::size_of::<Prompts>() == 16);
-
 const _: () = assert!(std::mem::size_of::<Slim>() == 72);
 
 /// A JSON string's place in an entry's line: `len` 0 for no prompt, `NOT_FOUND` when the line must be
-/// parsed to find it.
+/// parsed whole to find it.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, packed(2))]
 pub(super) struct Span {
@@ -95,13 +93,6 @@ pub(super) fn span(line: &[u8], key: &str, prompt: Option<&std::borrow::Cow<str>
     found.unwrap_or(not_found)
 }
 
-/// The members of an entry's line that hold its prompts (read when `span` did not find them).
-pub(super) static PROMPTS_NEED: std::sync::LazyLock<crate::rules::needs::Need> =
-    std::sync::LazyLock::new(|| {
-        let prompts = need(&[("firstPrompt", None), ("lastPrompt", None)]);
-        need(&[("checkpoint", Some(prompts))])
-    });
-
 /// What is kept of the entry on the index file's line at `at` (`line`); None for a line that is not
 /// JSON, lacks a member memory keeps, or is of none of `apps` (no walked file could match it). Only
 /// those members are taken, the others skipped without being built (parsing each line whole took
@@ -148,20 +139,6 @@ pub(super) fn slim(line: &[u8], at: u64, apps: &[Box<str>]) -> Option<Slim> {
         kept: true,
         seen: false,
     })
-}
-
-/// An object's members `keys`, each the value itself or with its own need.
-pub(super) fn need(
-    keys: &[(&str, Option<crate::rules::needs::Need>)],
-) -> crate::rules::needs::Need {
-    use crate::rules::needs::Need;
-    Need::Node {
-        keys: keys
-            .iter()
-            .map(|(k, n)| (k.to_string(), n.clone().unwrap_or_else(Need::presence)))
-            .collect(),
-        elems: None,
-    }
 }
 
 impl Slim {

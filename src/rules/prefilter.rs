@@ -111,19 +111,84 @@ fn need_of(when: Option<&Predicate>) -> Need {
     when.map_or(Need::Always, need)
 }
 
-/// The requirements of a `turns` section, compiled for searching.
+/// The requirements of a `turns` section, compiled for searching: every `Pair` is an atom, and a line
+/// is searched for a key once, for all the atoms of that key (however many rules ask for them), and
+/// only when a rule still in question needs it.
 #[derive(Debug)]
 pub struct Prefilter {
     /// A line that can start a turn, add assistant text or a tool.
-    content: Compiled,
+    content: Formula,
     /// A line that can start a turn (a user rule's `when`): all a count needs once its turn is answered.
-    prompts: Compiled,
+    prompts: Formula,
     /// A line that can start a skip region (any `from`).
-    from: Compiled,
+    from: Formula,
     /// Per skip: a line that can end its region (`until`) / arm it (`after`).
-    until: Vec<Compiled>,
-    after: Vec<Compiled>,
+    until: Vec<Formula>,
+    after: Vec<Formula>,
+    /// Per key: its searcher (the quoted key), and its atoms as (atom number, the value that must
+    /// follow the key and its colon).
+    keys: Vec<(Finder<'static>, Vec<KeyAtom>)>,
+    /// The atom numbers' keys.
+    key_of: Vec<usize>,
     escape: Finder<'static>,
+}
+
+/// An atom of a key: its number, and the value that must follow the key and its colon.
+type KeyAtom = (usize, Option<Vec<u8>>);
+
+/// A `Need` over atoms: bit `i` is set once atom `i`'s key and value were found in the line.
+#[derive(Debug, Clone, PartialEq)]
+enum Formula {
+    Always,
+    Atom(usize),
+    All(Vec<Formula>),
+    Any(Vec<Formula>),
+}
+
+/// At most this many atoms (distinct key and value pairs) and keys; a `Pair` beyond them is `Always`.
+const MAX_ATOMS: usize = 128;
+
+/// What one line's search knows so far: which keys it searched for, and the atoms it found.
+#[derive(Default)]
+struct Found {
+    searched: u128,
+    atoms: u128,
+}
+
+/// Numbers the pairs of the needs it compiles: the same key and value is one atom.
+#[derive(Default)]
+struct Atoms {
+    keys: Vec<String>,
+    pairs: Vec<(usize, Option<String>)>,
+}
+
+impl Atoms {
+    fn compile(&mut self, n: &Need) -> Formula {
+        match n {
+            Need::Always => Formula::Always,
+            Need::Pair { key, value } => {
+                let k = match self.keys.iter().position(|x| x == key) {
+                    Some(k) => k,
+                    None if self.keys.len() < MAX_ATOMS => {
+                        self.keys.push(key.clone());
+                        self.keys.len() - 1
+                    }
+                    None => return Formula::Always,
+                };
+                let pair = (k, value.clone());
+                match self.pairs.iter().position(|p| *p == pair) {
+                    Some(i) => Formula::Atom(i),
+                    None if self.pairs.len() < MAX_ATOMS => {
+                        self.pairs.push(pair);
+                        Formula::Atom(self.pairs.len() - 1)
+                    }
+                    None => Formula::Always,
+                }
+            }
+            Need::All(ns) => Formula::All(ns.iter().map(|n| self.compile(n)).collect()),
+            Need::Any(ns) => Formula::Any(ns.iter().map(|n| self.compile(n)).collect()),
+        }
+    }
 }
 
 impl Prefilter {
@@ -141,20 +206,43 @@ impl Prefilter {
             .map(|t| need_of(t.when.as_ref()))
             .collect());
         let from = any(turns.skip.iter().map(|s| need(&s.from)).collect());
+        let mut atoms = Atoms::default();
+        let content = atoms.compile(&content);
+        let prompts = atoms.compile(&prompts);
+        let from = atoms.compile(&from);
+        let until = turns
+            .skip
+            .iter()
+            .map(|s| atoms.compile(&need(&s.until)))
+            .collect();
+        let after = turns
+            .skip
+            .iter()
+            .map(|s| atoms.compile(&need_of(s.after.as_ref())))
+            .collect();
+        let mut keys: Vec<(Finder<'static>, Vec<KeyAtom>)> = atoms
+            .keys
+            .iter()
+            .map(|k| {
+                (
+                    Finder::new(format!("\"{k}\"").as_bytes()).into_owned(),
+                    Vec::new(),
+                )
+            })
+            .collect();
+        for (i, (k, v)) in atoms.pairs.iter().enumerate() {
+            keys[*k]
+                .1
+                .push((i, v.as_ref().map(|v| v.as_bytes().to_vec())));
+        }
         Prefilter {
-            content: Compiled::new(&content),
-            prompts: Compiled::new(&prompts),
-            from: Compiled::new(&from),
-            until: turns
-                .skip
-                .iter()
-                .map(|s| Compiled::new(&need(&s.until)))
-                .collect(),
-            after: turns
-                .skip
-                .iter()
-                .map(|s| Compiled::new(&need_of(s.after.as_ref())))
-                .collect(),
+            content,
+            prompts,
+            from,
+            until,
+            after,
+            keys,
+            key_of: atoms.pairs.iter().map(|(k, _)| *k).collect(),
             escape: Finder::new(b"\\u").into_owned(),
         }
     }
@@ -175,56 +263,53 @@ impl Prefilter {
             true => &self.prompts,
             false => &self.content,
         };
+        let f = &mut Found::default();
         let found = match open {
-            Some(i) => self.until[i].holds(line),
-            None => content.holds(line) || self.from.holds(line) || self.arms(line, armed),
+            Some(i) => self.holds(&self.until[i], line, f),
+            None => {
+                self.holds(content, line, f)
+                    || self.holds(&self.from, line, f)
+                    || self.arms(line, armed, f)
+            }
         };
         found || self.escape.find(line).is_some()
     }
 
     /// Whether `line` may arm a waiting skip (also for lines before the part).
     pub fn may_arm(&self, line: &[u8], armed: &[bool]) -> bool {
-        self.arms(line, armed) || self.escape.find(line).is_some()
+        self.arms(line, armed, &mut Found::default()) || self.escape.find(line).is_some()
     }
 
-    fn arms(&self, line: &[u8], armed: &[bool]) -> bool {
+    fn arms(&self, line: &[u8], armed: &[bool], f: &mut Found) -> bool {
         armed
             .iter()
             .zip(&self.after)
-            .any(|(armed, a)| !*armed && a.holds(line))
-    }
-}
-
-/// A `Need` with its byte searchers built.
-#[derive(Debug)]
-enum Compiled {
-    Always,
-    Pair(Box<Finder<'static>>, Option<Vec<u8>>),
-    All(Vec<Compiled>),
-    Any(Vec<Compiled>),
-}
-
-impl Compiled {
-    fn new(n: &Need) -> Compiled {
-        match n {
-            Need::Always => Compiled::Always,
-            Need::Pair { key, value } => Compiled::Pair(
-                Box::new(Finder::new(format!("\"{key}\"").as_bytes()).into_owned()),
-                value.as_ref().map(|v| v.as_bytes().to_vec()),
-            ),
-            Need::All(ns) => Compiled::All(ns.iter().map(Compiled::new).collect()),
-            Need::Any(ns) => Compiled::Any(ns.iter().map(Compiled::new).collect()),
-        }
+            .any(|(armed, a)| !*armed && self.holds(a, line, f))
     }
 
-    fn holds(&self, line: &[u8]) -> bool {
-        match self {
-            Compiled::Always => true,
-            Compiled::Pair(key, value) => key
-                .find_iter(line)
-                .any(|at| follows(&line[at + key.needle().len()..], value.as_deref())),
-            Compiled::All(cs) => cs.iter().all(|c| c.holds(line)),
-            Compiled::Any(cs) => cs.iter().any(|c| c.holds(line)),
+    /// Whether `line` holds what `formula` needs, searching it for a key the first time an atom of that
+    /// key is asked about: every occurrence, for all the key's atoms at once.
+    fn holds(&self, formula: &Formula, line: &[u8], f: &mut Found) -> bool {
+        match formula {
+            Formula::Always => true,
+            Formula::Atom(i) => {
+                let k = self.key_of[*i];
+                if f.searched & (1 << k) == 0 {
+                    f.searched |= 1 << k;
+                    let (finder, atoms) = &self.keys[k];
+                    for at in finder.find_iter(line) {
+                        let rest = &line[at + finder.needle().len()..];
+                        for (i, value) in atoms {
+                            if follows(rest, value.as_deref()) {
+                                f.atoms |= 1 << i;
+                            }
+                        }
+                    }
+                }
+                f.atoms & (1 << i) != 0
+            }
+            Formula::All(fs) => fs.iter().all(|x| self.holds(x, line, f)),
+            Formula::Any(fs) => fs.iter().any(|x| self.holds(x, line, f)),
         }
     }
 }

@@ -164,3 +164,72 @@ fn unsafe_literals_give_no_requirement() {
     ]);
     assert_eq!(need(&any_of), Need::Always);
 }
+
+/// `need` read the plain way: every pair's own search of the line.
+fn naive(n: &Need, line: &[u8]) -> bool {
+    match n {
+        Need::Always => true,
+        Need::Pair { key, value } => {
+            let k = format!("\"{key}\"");
+            memchr::memmem::find_iter(line, k.as_bytes())
+                .any(|at| follows(&line[at + k.len()..], value.as_ref().map(|v| v.as_bytes())))
+        }
+        Need::All(ns) => ns.iter().all(|n| naive(n, line)),
+        Need::Any(ns) => ns.iter().any(|n| naive(n, line)),
+    }
+}
+
+/// A key searched for once for all its atoms gives what each pair's own search gives: on every line
+/// of every fixture transcript, and on lines where one key carries several rules' values.
+#[test]
+fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
+    let catalog = crate::rules::load(&[]).unwrap();
+    let escape = |l: &[u8]| memchr::memmem::find(l, b"\\u").is_some();
+    let check = |t: &TurnsRule, f: &Prefilter, line: &[u8], what: &str| {
+        let prompts = any(t.user.iter().map(|x| need_of(x.when.as_ref())).collect());
+        let from = any(t.skip.iter().map(|s| need(&s.from)).collect());
+        for armed in [true, false] {
+            let armed = vec![armed; t.skip.len()];
+            let arms = t
+                .skip
+                .iter()
+                .zip(&armed)
+                .any(|(s, a)| !*a && naive(&need_of(s.after.as_ref()), line));
+            for (prompts_only, content) in [(false, content_need(t)), (true, prompts.clone())] {
+                let expect = naive(&content, line) || naive(&from, line) || arms || escape(line);
+                let got = f.wanted(line, (None, &armed), prompts_only);
+                assert_eq!(got, expect, "{what}: {}", String::from_utf8_lossy(line));
+            }
+            assert_eq!(f.may_arm(line, &armed), arms || escape(line), "{what}");
+            for (i, s) in t.skip.iter().enumerate() {
+                let expect = naive(&need(&s.until), line) || escape(line);
+                assert_eq!(f.wanted(line, (Some(i), &armed), false), expect, "{what}");
+            }
+        }
+    };
+    let mut lines = 0;
+    for (path, i) in crate::util::testing::fixture_transcripts(&catalog) {
+        let t = catalog.sets[i].turns.as_ref().unwrap();
+        let f = t.filter.as_ref().unwrap();
+        for line in std::fs::read(&path).unwrap().split(|b| *b == b'\n') {
+            check(t, f, line, &path.display().to_string());
+            lines += 1;
+        }
+    }
+    assert!(lines > 1000, "only {lines} lines");
+    let codex = shipped("codex");
+    let t = codex.turns.as_ref().unwrap();
+    let f = Prefilter::new(t);
+    for line in [
+        r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[]}}"#,
+        r#"{"payload":{"role":"user","type":"message"},"type":"response_item"}"#,
+        r#"{"type":"response_item","payload":{"type":"function_call","name":"x"}}"#,
+        r#"{"type":"event_msg","payload":{"type":"agent_message","message":"m"}}"#,
+        r#"{"type":"event_msg","payload":{"type":"user_message","message":"m"}}"#,
+        r#"{"type":"event_msg","payload":{"type":"token_count"}}"#,
+        r#"{"type":"session_meta","payload":{"type":"message"}}"#,
+        r#"{"type":"message","role":"assistant"}"#,
+    ] {
+        check(t, &f, line.as_bytes(), "codex");
+    }
+}

@@ -43,11 +43,30 @@ pub fn scan_with<R: Read>(r: R, cursor: u64, hash: bool) -> io::Result<Scan> {
 /// As `scan_with`, also cutting the part after the cursor into chunks of at least `chunk_bytes` that each
 /// end on a newline (a single longer line is a chunk of its own), in the same pass.
 pub fn scan_chunked<R: Read>(
-    mut r: R,
+    r: R,
     cursor: u64,
     hash: bool,
     chunk_bytes: Option<u64>,
 ) -> io::Result<Scan> {
+    scan_lines(r, cursor, hash, chunk_bytes, None)
+}
+
+/// Each complete line after the cursor as a scan finds it: its bytes as `util::lines::LineReader` gives
+/// them (without the newline and a trailing `\r`; empty when longer than `MAX_LINE_BYTES`; a leading
+/// BOM is the reader's to strip), the offset just past its newline, its number counted from the cursor
+/// (1-based), and whether a chunk ends after it.
+pub type OnLine<'a> = &'a mut dyn FnMut(&[u8], u64, u64, bool);
+
+/// As `scan_chunked`, also handing each complete line after the cursor to `on_line` in the same pass:
+/// what reads the lines need not read the file again.
+pub fn scan_lines<R: Read>(
+    mut r: R,
+    cursor: u64,
+    hash: bool,
+    chunk_bytes: Option<u64>,
+    mut on_line: Option<OnLine>,
+) -> io::Result<Scan> {
+    let mut carry = Carry::default();
     let mut boundaries = Vec::new();
     let mut last_boundary = cursor;
     // Under the allocator's fixed mmap threshold (src/main.rs): a buffer above it was a fresh mapping,
@@ -90,13 +109,15 @@ pub fn scan_chunked<R: Read>(
         match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
                 let mut hashed = 0;
-                match chunk_bytes {
-                    None => new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64,
-                    Some(cb) => {
+                match (chunk_bytes, on_line.as_mut()) {
+                    (None, None) => new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64,
+                    (cb, mut each) => {
+                        let mut start = 0;
                         for nl in memchr::memchr_iter(b'\n', chunk) {
                             new_lines += 1;
                             let end = pos + nl as u64 + 1;
-                            if end - last_boundary >= cb {
+                            let boundary = cb.is_some_and(|cb| end - last_boundary >= cb);
+                            if boundary {
                                 let mut h = String::new();
                                 if hash {
                                     hasher.update(&chunk[hashed..=nl]);
@@ -106,8 +127,15 @@ pub fn scan_chunked<R: Read>(
                                 boundaries.push((end, new_lines, h));
                                 last_boundary = end;
                             }
+                            if let Some(f) = each.as_mut() {
+                                f(carry.line(&chunk[start..nl]), end, new_lines, boundary);
+                            }
+                            start = nl + 1;
                         }
                     }
+                }
+                if on_line.is_some() {
+                    carry.keep(&chunk[last + 1..]);
                 }
                 if hash {
                     hasher.update(&chunk[hashed..=last]);
@@ -117,6 +145,9 @@ pub fn scan_chunked<R: Read>(
                 complete_end = pos + last as u64 + 1;
             }
             None => {
+                if on_line.is_some() {
+                    carry.keep(chunk);
+                }
                 if hash {
                     hasher.update(chunk)
                 }
@@ -127,30 +158,62 @@ pub fn scan_chunked<R: Read>(
     if cursor == 0 && complete_end == 0 {
         at_end = Sha256::new();
     }
-    if !hash {
-        return Ok(Scan {
-            hash_at_cursor: at_cursor.map(|_| {
-                if cursor == 0 {
-                    EMPTY_HASH.to_string()
-                } else {
-                    String::new()
-                }
-            }),
-            new_lines,
-            complete_end,
-            hash_at_end: String::new(),
-            bytes_read: pos,
-            boundaries: trim(boundaries, complete_end),
-        });
-    }
+    // Without hashing, only cursor 0 has a hash to report (that of nothing).
+    let nothing = |_| match cursor {
+        0 => EMPTY_HASH.to_string(),
+        _ => String::new(),
+    };
+    let (hash_at_cursor, hash_at_end) = match hash {
+        true => (at_cursor.map(hex_digest), hex_digest(at_end)),
+        false => (at_cursor.map(nothing), String::new()),
+    };
     Ok(Scan {
-        hash_at_cursor: at_cursor.map(hex_digest),
+        hash_at_cursor,
         new_lines,
         complete_end,
-        hash_at_end: hex_digest(at_end),
+        hash_at_end,
         bytes_read: pos,
         boundaries: trim(boundaries, complete_end),
     })
+}
+
+/// A line begun in an earlier buffer: its bytes (while they fit `MAX_LINE_BYTES`) and its length.
+#[derive(Default)]
+struct Carry {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Carry {
+    /// The bytes of a line not ended in this buffer.
+    fn keep(&mut self, tail: &[u8]) {
+        if self.len == 0 {
+            self.bytes.clear();
+        }
+        self.len += tail.len();
+        match self.len < crate::util::lines::MAX_LINE_BYTES {
+            true => self.bytes.extend_from_slice(tail),
+            false => self.bytes.clear(),
+        }
+    }
+
+    /// The line that ends with `last` (its bytes in this buffer, before the newline), as the line
+    /// reader gives it; what was carried is spent.
+    fn line<'b>(&'b mut self, last: &'b [u8]) -> &'b [u8] {
+        let carried = std::mem::take(&mut self.len);
+        let bytes: &[u8] = if carried == 0 {
+            last
+        } else if carried + last.len() >= crate::util::lines::MAX_LINE_BYTES {
+            &[]
+        } else {
+            self.bytes.extend_from_slice(last);
+            &self.bytes
+        };
+        if last.len() >= crate::util::lines::MAX_LINE_BYTES {
+            return &[];
+        }
+        bytes.strip_suffix(b"\r").unwrap_or(bytes)
+    }
 }
 
 /// The last chunk ends at `complete_end`; a boundary there is not a separate chunk.

@@ -8,7 +8,8 @@ use super::facts::{facts, EntryView};
 use super::gather::Candidate;
 use super::overlap;
 use super::range::{
-    chunk_turns, chunks_of, decide_range, est_tokens, new_part_turns, Chunk, Range, RangeOutcome,
+    chunk_turns, chunks_of, counting_options, decide_range, est_tokens, new_part_turns, Chunk,
+    Counting, Range, RangeOutcome,
 };
 use super::summary::{SkippedItem, Summary};
 use super::SweepOptions;
@@ -26,6 +27,8 @@ pub struct Plan {
     r: Range,
     /// The rule set has turn rules: the part's turns are summarised for the runs this sweep starts.
     has_turns: bool,
+    /// Each chunk's summary, when they were read with the part's lines (`will_start_all`).
+    counted: Option<Vec<Option<PartSummary>>>,
 }
 
 /// A new part the budget lets this sweep start: the chunks that fit (at least one).
@@ -54,7 +57,26 @@ struct WorkResult {
     /// Whether the new part holds a user turn (None without turn rules); the summary itself waits for
     /// the budget, so thousands of eligible transcripts hold no prompt text.
     part: Result<Option<u64>, String>,
+    counted: Option<Vec<Option<PartSummary>>>,
     bytes_read: u64,
+}
+
+/// Whether the budget will start every chunk of every eligible part (a large `--max-runs`, a long
+/// weekend's backlog): then each part's turns are counted in the pass that finds its lines, not read
+/// again once the budget is spent. An estimate from sizes (a chunk ends past `max_tokens_per_run`, so
+/// a part has at most that many); it decides only how the file is read, never what is counted.
+fn will_start_all(candidates: &[Candidate], work: &[Work], opts: &SweepOptions) -> bool {
+    let b = opts.budget;
+    let chunk = b.max_tokens_per_run * crate::config::BYTES_PER_TOKEN;
+    let (mut runs, mut tokens) = (0u64, 0u64);
+    for w in work {
+        let cursor = w.entry.as_ref().map_or(0, |e| e.last_captured_size);
+        let new = candidates[w.idx].0.size.saturating_sub(cursor);
+        let chunks = new.div_ceil(chunk.max(1)).max(1);
+        runs += chunks;
+        tokens += est_tokens(new) + chunks;
+    }
+    runs <= b.max_runs && b.max_tokens.is_none_or(|m| tokens <= m)
 }
 
 /// Reads the new parts and settles what reading them decides (unchanged, prefix mismatch, no new
@@ -69,6 +91,8 @@ pub fn read_new_parts(
     summary: &mut Summary,
 ) -> Vec<Plan> {
     let live = !opts.dry_run;
+    let count_now = will_start_all(candidates, &work, opts);
+    let counting_opts = counting_options(keep(opts));
     let results: Vec<WorkResult> = crate::util::par::map(&work, |w| {
         let (file, _) = &candidates[w.idx];
         let rule = catalog.get(&file.app).expect("walked apps exist");
@@ -97,6 +121,9 @@ pub fn read_new_parts(
             }
             _ => None,
         };
+        let mut counting = count_now
+            .then(|| Counting::new(rule, &counting_opts))
+            .flatten();
         let outcome = decide_range(
             rule,
             file,
@@ -105,19 +132,26 @@ pub fn read_new_parts(
             &start_over,
             hash,
             Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
+            counting.as_mut(),
             &mut bytes_read,
         );
+        let mut counted = None;
         let part = match &outcome {
-            // Only whether the part holds content; the full count waits for the budget.
-            Ok(RangeOutcome::Capture(r)) => {
-                new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
-                    .map(|p| p.map(|p| p.turns))
-            }
+            Ok(RangeOutcome::Capture(r)) => match counting.and_then(|c| c.finish(r)) {
+                Some((first, chunks)) => {
+                    counted = Some(chunks);
+                    Ok(Some(first))
+                }
+                // Only whether the part holds content; the full count waits for the budget.
+                None => new_part_turns(rule, file, r, r.to_byte, true, &mut bytes_read)
+                    .map(|p| p.map(|p| p.turns)),
+            },
             _ => Ok(None),
         };
         WorkResult {
             outcome,
             part,
+            counted,
             bytes_read,
         }
     });
@@ -219,6 +253,7 @@ fn settle(
         entry: w.entry,
         r,
         has_turns: part.is_some(),
+        counted: res.counted,
     })
 }
 
@@ -272,38 +307,20 @@ pub fn spend_budget(
     taken.shrink_to_fit();
     // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk; and,
     // live, the record ids to remember.
-    let keep = match opts.dry_run {
-        true => crate::turns::Keep::Counts,
-        false => crate::turns::Keep::Summary,
-    };
     let read = crate::util::par::map(&taken, |(plan, chunks, _, _)| {
-        let file = &candidates[plan.idx].0;
-        let rule = catalog.get(&file.app).expect("walked apps exist");
-        let mut bytes_read = 0;
-        let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
-            true => chunks
-                .iter()
-                .map(|c| {
-                    chunk_turns(rule, file, c, keep, &mut bytes_read)
-                        .ok()
-                        .flatten()
-                })
-                .collect(),
-            false => chunks.iter().map(|_| None).collect(),
-        };
-        let ids = match opts.dry_run {
-            true => Default::default(),
-            false => overlap::chunk_ids(
-                rule,
-                file,
-                plan.entry.as_deref(),
-                chunks.iter().map(|c| c.to),
-            ),
-        };
-        (summaries, ids, bytes_read)
+        read_chunks(catalog, candidates, plan, chunks, opts)
     });
     let mut out = Vec::with_capacity(taken.len());
-    for ((plan, chunks, of, tokens), (summaries, ids, bytes_read)) in taken.into_iter().zip(read) {
+    for ((mut plan, chunks, of, tokens), (summaries, ids, bytes_read)) in
+        taken.into_iter().zip(read)
+    {
+        let summaries = match plan.counted.take() {
+            Some(mut counted) => {
+                counted.truncate(chunks.len());
+                counted
+            }
+            None => summaries,
+        };
         let (file, ex) = &candidates[plan.idx];
         summary.stats.bytes_read += bytes_read;
         let part = combine(&summaries);
@@ -340,6 +357,51 @@ pub fn spend_budget(
         });
     }
     out
+}
+
+/// What a chunk's turn read keeps: a dry run's output holds only counts, a run's prompt quotes prompts.
+fn keep(opts: &SweepOptions) -> crate::turns::Keep {
+    match opts.dry_run {
+        true => crate::turns::Keep::Counts,
+        false => crate::turns::Keep::Summary,
+    }
+}
+
+/// What a started part's chunks hold, read from the file: their turns (unless they were counted with
+/// the part's lines, and kept by the plan) and, live, the record ids to remember.
+fn read_chunks(
+    catalog: &Catalog,
+    candidates: &[Candidate],
+    plan: &Plan,
+    chunks: &[Chunk],
+    opts: &SweepOptions,
+) -> (Vec<Option<PartSummary>>, overlap::ChunkIds, u64) {
+    let keep = keep(opts);
+    let file = &candidates[plan.idx].0;
+    let rule = catalog.get(&file.app).expect("walked apps exist");
+    let mut bytes_read = 0;
+    let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
+        _ if plan.counted.is_some() => Vec::new(),
+        true => chunks
+            .iter()
+            .map(|c| {
+                chunk_turns(rule, file, c, keep, &mut bytes_read)
+                    .ok()
+                    .flatten()
+            })
+            .collect(),
+        false => chunks.iter().map(|_| None).collect(),
+    };
+    let ids = match opts.dry_run {
+        true => Default::default(),
+        false => overlap::chunk_ids(
+            rule,
+            file,
+            plan.entry.as_deref(),
+            chunks.iter().map(|c| c.to),
+        ),
+    };
+    (summaries, ids, bytes_read)
 }
 
 /// The chunks' summaries as one: turns added up, the first chunk's first prompt, the last one's last.

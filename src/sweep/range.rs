@@ -65,6 +65,7 @@ pub fn decide_range(
     settings: &Settings,
     hash: bool,
     chunk_bytes: Option<u64>,
+    counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
@@ -91,7 +92,14 @@ pub fn decide_range(
         }
         (None, None) => (0, 0, false),
     };
-    let scan = cursor::scan_chunked(open()?, cursor_bytes, hash, chunk_bytes)
+    // Lines are numbered from the cursor by the scan, from the transcript's start by the turn reads.
+    let mut each = counting.map(|c| {
+        move |bytes: &[u8], end: u64, n: u64, boundary: bool| {
+            c.line(bytes, end, cursor_lines + n, boundary)
+        }
+    });
+    let on_line = each.as_mut().map(|f| f as cursor::OnLine);
+    let scan = cursor::scan_lines(open()?, cursor_bytes, hash, chunk_bytes, on_line)
         .map_err(|e| e.to_string())?;
     *bytes_read += scan.bytes_read;
     let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
@@ -291,3 +299,108 @@ fn span_turns(
     *bytes_read += t.bytes_read;
     Ok(Some(crate::turns::summarize(&t)))
 }
+
+/// The turns of a new part read in the pass that finds where its lines end (`decide_range`), for a
+/// sweep whose budget will start every eligible part: each chunk's, and whether the whole part holds
+/// any, exactly as `chunk_turns` and `new_part_turns` read them from the file afterwards.
+pub struct Counting<'a> {
+    rule: &'a RuleSet,
+    turns: &'a crate::rules::TurnsRule,
+    /// The whole part's first turn (`new_part_turns`' `first_only`), then its count once it stopped.
+    first_opts: &'a crate::turns::Options,
+    first: Option<crate::turns::Reader<'a>>,
+    first_turns: Option<u64>,
+    chunk_opts: &'a crate::turns::Options,
+    chunk: Option<crate::turns::Reader<'a>>,
+    /// The first line handed over, and each chunk's summary as it ended.
+    first_line: Option<u64>,
+    done: Vec<Option<crate::turns::PartSummary>>,
+}
+
+/// Options of the whole part's first-turn read and of a chunk's read (`Keep::Counts` for a dry run).
+pub fn counting_options(keep: crate::turns::Keep) -> [crate::turns::Options; 2] {
+    let first = crate::turns::Options {
+        stop_after_turns: Some(1),
+        keep: crate::turns::Keep::Counts,
+        ..crate::turns::Options::default()
+    };
+    let chunk = crate::turns::Options {
+        keep,
+        ..crate::turns::Options::default()
+    };
+    [first, chunk]
+}
+
+impl<'a> Counting<'a> {
+    /// None when the rule set has no turns section.
+    pub fn new(rule: &'a RuleSet, opts: &'a [crate::turns::Options; 2]) -> Option<Counting<'a>> {
+        Some(Counting {
+            rule,
+            turns: rule.turns.as_ref()?,
+            first_opts: &opts[0],
+            first: None,
+            first_turns: None,
+            chunk_opts: &opts[1],
+            chunk: None,
+            first_line: None,
+            done: Vec::new(),
+        })
+    }
+
+    fn line(&mut self, bytes: &[u8], end: u64, line: u64, boundary: bool) {
+        use crate::turns::Reader;
+        // Each read strips a BOM from its own first line, as a reader started there does.
+        if self.first_line.is_none() {
+            self.first_line = Some(line);
+            self.first = Some(Reader::new(self.rule, self.turns, line, 0, self.first_opts));
+        }
+        if let Some(r) = self.first.as_mut() {
+            let b = if Some(line) == self.first_line {
+                bom(bytes)
+            } else {
+                bytes
+            };
+            if !r.line(line, end, b) {
+                let r = self.first.take().expect("reading");
+                self.first_turns = Some(r.finish(0).total_turns);
+            }
+        }
+        let new_chunk = self.chunk.is_none();
+        let (rule, turns, opts) = (self.rule, self.turns, self.chunk_opts);
+        let r = self
+            .chunk
+            .get_or_insert_with(|| Reader::new(rule, turns, line, 0, opts));
+        r.line(line, end, if new_chunk { bom(bytes) } else { bytes });
+        if boundary {
+            let r = self.chunk.take().expect("reading");
+            self.done.push(Some(crate::turns::summarize(&r.finish(0))));
+        }
+    }
+
+    /// Whether the part holds a turn, and each chunk's summary: None unless the lines handed over
+    /// were `r`'s, chunk by chunk (a prefix that was recovered was scanned again without counting).
+    pub fn finish(mut self, r: &Range) -> Option<(u64, Vec<Option<crate::turns::PartSummary>>)> {
+        if r.recovered.is_some() || self.first_line != Some(r.from_line_before + 1) {
+            return None;
+        }
+        let first = match self.first.take() {
+            Some(f) => f.finish(0).total_turns,
+            None => self.first_turns?,
+        };
+        if let Some(c) = self.chunk.take() {
+            self.done.push(Some(crate::turns::summarize(&c.finish(0))));
+        }
+        // Held per part until the budget is spent: no room for more.
+        self.done.shrink_to_fit();
+        (self.done.len() == r.boundaries.len() + 1).then_some((first, self.done))
+    }
+}
+
+/// A line without a leading UTF-8 BOM.
+fn bom(b: &[u8]) -> &[u8] {
+    b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b)
+}
+
+#[cfg(test)]
+#[path = "range_tests.rs"]
+mod tests;

@@ -11,11 +11,11 @@ use crate::rules::{RuleSet, TurnsRule};
 use crate::util::lines::LineReader;
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use std::collections::HashSet;
 use std::io::{self, Read};
 
+mod builder;
 mod skip;
+use builder::Builder;
 use skip::Skipper;
 
 pub const USER_MAX_BYTES: usize = 2 * 1024;
@@ -160,247 +160,6 @@ pub fn cut(s: &str, max: usize) -> (String, bool) {
     (s[..end].to_string(), true)
 }
 
-struct Builder<'a> {
-    opts: &'a Options,
-    turns: Vec<TurnRecord>,
-    marker: Option<TurnRecord>,
-    current: Option<Current>,
-    /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
-    queued: Vec<String>,
-    /// The first and the latest prompt, cut for the checkpoint.
-    prompts: (Option<Prompt>, Option<Prompt>),
-    out: Turns,
-}
-
-/// At most this many queued prompts are remembered.
-const MAX_QUEUED: usize = 64;
-
-struct Current {
-    rec: TurnRecord,
-    assistant: String,
-    /// The assistant blocks taken so far, as (group, sha256 of the text): a long turn is linear, and
-    /// holds no text twice. Emptied once the text is cut (no later block can change it).
-    seen: HashSet<(Option<String>, [u8; 32])>,
-    /// Resumed from a checkpoint whose turn was answered before it.
-    answered: bool,
-}
-
-impl Current {
-    /// Nothing answered it yet: no assistant text, no tool.
-    fn quiet(&self) -> bool {
-        !self.answered && self.assistant.is_empty() && self.rec.tools.is_empty()
-    }
-}
-
-impl<'a> Builder<'a> {
-    fn start(&mut self, line: u64, ts: Option<String>, user: Option<String>) {
-        self.finish();
-        self.out.total_turns += 1;
-        let mut rec = TurnRecord {
-            kind: "turn",
-            turn: self.out.total_turns,
-            line,
-            ts,
-            user: None,
-            assistant: None,
-            tools: Vec::new(),
-            truncated: Vec::new(),
-            dropped: None,
-            dropped_turns: None,
-        };
-        if let Some(u) = user {
-            self.out.user_turns += 1;
-            let hint: Prompt = cut(&u, CHECKPOINT_PROMPT_BYTES).0.into();
-            self.prompts.0.get_or_insert_with(|| hint.clone());
-            self.prompts.1 = Some(hint);
-            let (text, was_cut) = cut(&u, self.opts.user_max);
-            if was_cut {
-                rec.truncated.push("user");
-            }
-            rec.user = Some(text);
-        }
-        self.current = Some(Current {
-            rec,
-            assistant: String::new(),
-            seen: HashSet::new(),
-            answered: false,
-        });
-    }
-
-    /// Goes on from `c`: its counts, its open turn and queued prompts.
-    fn resume(&mut self, c: &Checkpoint) {
-        self.out.user_turns = c.user_turns;
-        self.out.total_turns = c.total_turns;
-        self.queued = c.queued.clone();
-        self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
-        self.current = c.open.as_ref().map(|o| Current {
-            rec: TurnRecord {
-                kind: "turn",
-                turn: c.total_turns,
-                line: c.line,
-                ts: None,
-                user: o.prompt.clone(),
-                assistant: None,
-                tools: Vec::new(),
-                truncated: Vec::new(),
-                dropped: None,
-                dropped_turns: None,
-            },
-            assistant: String::new(),
-            seen: HashSet::new(),
-            answered: o.answered,
-        });
-    }
-
-    /// The state to go on from after line `line`, ending at byte `offset`.
-    fn checkpoint(&self, offset: u64, line: u64, skipper: &Skipper) -> Checkpoint {
-        Checkpoint {
-            offset,
-            line,
-            user_turns: self.out.user_turns,
-            total_turns: self.out.total_turns,
-            open: self.current.as_ref().map(|c| OpenTurn {
-                prompt: c.quiet().then(|| c.rec.user.clone()).flatten(),
-                answered: !c.quiet(),
-            }),
-            queued: self.queued.clone(),
-            skip_open: skipper.open,
-            armed: skipper.armed.clone(),
-            first_prompt: self.prompts.0.clone(),
-            last_prompt: self.prompts.1.clone(),
-        }
-    }
-
-    /// A user prompt on `line`; `queued` when its record is a queue entry.
-    fn prompt(&mut self, line: u64, ts: Option<String>, text: String, queued: bool, merge: bool) {
-        let key = cut(&text, self.opts.user_max).0;
-        let quiet = |c: &Current| c.quiet();
-        if queued {
-            self.queued.push(key.clone());
-            if self.queued.len() > MAX_QUEUED {
-                self.queued.remove(0);
-            }
-        } else if let Some(i) = self.queued.iter().position(|q| *q == key) {
-            // The queue delivers a prompt it wrote before: the same prompt. Still unanswered, its turn
-            // moves to this record.
-            self.queued.remove(i);
-            if let Some(c) = self.current.as_mut().filter(|c| quiet(c)) {
-                if c.rec.user.as_deref() == Some(key.as_str()) {
-                    c.rec.line = line;
-                    c.rec.ts = ts;
-                }
-            }
-            return;
-        }
-        // `merge_repeated_prompts`: the same prompt written twice in a row (two record kinds for one
-        // message) is one turn.
-        let repeat = merge
-            && self
-                .current
-                .as_ref()
-                .is_some_and(|c| quiet(c) && c.rec.user.as_deref() == Some(key.as_str()));
-        if !repeat {
-            self.start(line, ts, Some(text));
-        }
-    }
-
-    fn current(&mut self, line: u64, ts: &Option<String>) -> &mut Current {
-        if self.current.is_none() {
-            // Assistant text or tools before any prompt (a part starting mid-turn): a turn without a user.
-            self.start(line, ts.clone(), None);
-        }
-        self.current.as_mut().expect("just started")
-    }
-
-    fn assistant(&mut self, line: u64, ts: &Option<String>, group: Option<String>, text: String) {
-        let max = self.opts.assistant_max;
-        let keep_text = self.opts.keep == Keep::All;
-        let c = self.current(line, ts);
-        if !keep_text {
-            c.answered = true;
-            return;
-        }
-        // Cut already: nothing more is taken, repeated or not.
-        if c.rec.truncated.contains(&"assistant") {
-            return;
-        }
-        // Streamed or replayed blocks: the same text under the same message id counts once.
-        let hash: [u8; 32] = Sha256::digest(text.as_bytes()).into();
-        if !c.seen.insert((group, hash)) {
-            return;
-        }
-        if !c.assistant.is_empty() {
-            c.assistant.push_str("\n\n");
-        }
-        c.assistant.push_str(&text);
-        if c.assistant.len() > max {
-            let (t, _) = cut(&c.assistant, max);
-            c.assistant = t;
-            c.rec.truncated.push("assistant");
-            c.seen = HashSet::new();
-        }
-    }
-
-    fn tool(&mut self, line: u64, ts: &Option<String>, name: String) {
-        if self.opts.keep == Keep::Counts {
-            // Only the counts: a tool answers the turn (or starts one), its name is not kept.
-            self.current(line, ts).answered = true;
-            return;
-        }
-        if !self.out.tools.contains(&name) {
-            self.out.tools.push(name.clone());
-        }
-        let c = self.current(line, ts);
-        if !c.rec.tools.contains(&name) {
-            c.rec.tools.push(name);
-        }
-    }
-
-    fn finish(&mut self) {
-        let Some(mut c) = self.current.take() else {
-            return;
-        };
-        if !c.assistant.is_empty() {
-            c.rec.assistant = Some(std::mem::take(&mut c.assistant));
-        }
-        match self.opts.keep {
-            Keep::All => {}
-            Keep::Counts => return,
-            Keep::Summary => {
-                // The first and the latest with a prompt.
-                if c.rec.user.is_some() {
-                    if self.turns.len() == 2 {
-                        self.turns.pop();
-                    }
-                    self.turns.push(c.rec);
-                }
-                return;
-            }
-        }
-        if self.turns.len() >= self.opts.max_turns {
-            let n = DROP_OLDEST_ON_OVERFLOW.min(self.turns.len()).max(1);
-            let gone: Vec<TurnRecord> = self.turns.drain(..n).collect();
-            let first = gone.first().map(|t| t.turn).unwrap_or(0);
-            let last = gone.last().map(|t| t.turn).unwrap_or(0);
-            let m = self.marker.get_or_insert(TurnRecord {
-                kind: "overflow",
-                turn: 0,
-                line: gone.first().map(|t| t.line).unwrap_or(0),
-                ts: None,
-                user: None,
-                assistant: None,
-                tools: Vec::new(),
-                truncated: Vec::new(),
-                dropped: Some(0),
-                dropped_turns: Some((first, last)),
-            });
-            m.dropped = Some(m.dropped.unwrap_or(0) + gone.len() as u64);
-            m.dropped_turns = Some((m.dropped_turns.map(|d| d.0).unwrap_or(first), last));
-        }
-        self.turns.push(c.rec);
-    }
-}
-
 /// Reads turns from `reader`, whose first line is line `first_line` of the transcript; lines after
 /// `skip_through` (a transcript line number) only. Only complete lines count.
 pub fn extract<R: Read>(
@@ -411,116 +170,178 @@ pub fn extract<R: Read>(
     skip_through: u64,
     opts: &Options,
 ) -> io::Result<Turns> {
-    let mut b = Builder {
-        opts,
-        turns: Vec::new(),
-        marker: None,
-        current: None,
-        queued: Vec::new(),
-        prompts: (None, None),
-        out: Turns::default(),
-    };
+    let mut r = Reader::new(rule, turns, first_line, skip_through, opts);
     let mut lines = LineReader::new(reader);
-    let mut skipper = Skipper::new(&turns.skip);
-    let base = opts.resume.as_ref().map_or(0, |c| c.offset);
-    // The last complete line read: (offset just past it, its number).
-    let mut through = (base, first_line - 1);
-    if let Some(c) = &opts.resume {
-        b.resume(c);
-        if c.armed.len() == skipper.armed.len() {
-            skipper.armed.clone_from(&c.armed);
-            skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
-        }
-    }
-    let filter = turns.filter.as_ref().expect("compiled with its rules");
     while let Some(l) = lines.next_line()? {
-        let line = first_line + l.number - 1;
-        if !l.terminated {
+        if !l.terminated || !r.line(first_line + l.number - 1, l.end, l.bytes) {
             break;
         }
-        through = (base + l.end, line);
-        if line <= skip_through {
-            if skipper.waiting() && filter.may_arm(l.bytes, &skipper.armed) {
-                if let Some(record) = parse_pruned(l.bytes, &turns.reads) {
-                    skipper.arm(&record);
+    }
+    Ok(r.finish(lines.bytes_read()))
+}
+
+/// A read of turns that is handed its lines one at a time (`extract` hands it a reader's; a sweep that
+/// counts while it finds where lines end hands it those it finds).
+pub struct Reader<'a> {
+    rule: &'a RuleSet,
+    turns: &'a TurnsRule,
+    opts: &'a Options,
+    skip_through: u64,
+    b: Builder<'a>,
+    skipper: Skipper<'a>,
+    filter: &'a crate::rules::prefilter::Prefilter,
+    /// Where a resumed read began: line ends are given from there.
+    base: u64,
+    /// The last complete line read: (offset just past it, its number).
+    through: (u64, u64),
+}
+
+impl<'a> Reader<'a> {
+    /// A read whose first line is transcript line `first_line`, counting lines after `skip_through`.
+    pub fn new(
+        rule: &'a RuleSet,
+        turns: &'a TurnsRule,
+        first_line: u64,
+        skip_through: u64,
+        opts: &'a Options,
+    ) -> Reader<'a> {
+        let mut b = Builder {
+            opts,
+            turns: Vec::new(),
+            marker: None,
+            current: None,
+            queued: Vec::new(),
+            prompts: (None, None),
+            out: Turns::default(),
+        };
+        let mut skipper = Skipper::new(&turns.skip);
+        let base = opts.resume.as_ref().map_or(0, |c| c.offset);
+        if let Some(c) = &opts.resume {
+            b.resume(c);
+            if c.armed.len() == skipper.armed.len() {
+                skipper.armed.clone_from(&c.armed);
+                skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
+            }
+        }
+        Reader {
+            rule,
+            turns,
+            opts,
+            skip_through,
+            b,
+            skipper,
+            filter: turns.filter.as_ref().expect("compiled with its rules"),
+            base,
+            through: (base, first_line - 1),
+        }
+    }
+
+    /// Complete line `line` of the transcript, which ends `end` bytes into what this read was given
+    /// (`bytes`: without its newline, a trailing `\r` or a leading BOM). Whether to go on (false once
+    /// `stop_after_turns` turns were seen).
+    pub fn line(&mut self, line: u64, end: u64, bytes: &[u8]) -> bool {
+        self.through = (self.base + end, line);
+        if line <= self.skip_through {
+            if self.skipper.waiting() && self.filter.may_arm(bytes, &self.skipper.armed) {
+                if let Some(record) = parse_pruned(bytes, &self.turns.reads) {
+                    self.skipper.arm(&record);
                 }
             }
-            continue;
+            return true;
         }
         // A line no rule can hold on changes nothing: not parsed.
         // Counting, once the open turn is answered only a line that can start a turn changes a count.
-        let answered = b.current.as_ref().is_some_and(|c| !c.quiet());
-        let prompts_only = opts.keep == Keep::Counts && answered;
-        if !filter.wanted(l.bytes, (skipper.open, &skipper.armed), prompts_only) {
-            continue;
+        let answered = self.b.current.as_ref().is_some_and(|c| !c.quiet());
+        let prompts_only = self.opts.keep == Keep::Counts && answered;
+        if !self.filter.wanted(
+            bytes,
+            (self.skipper.open, &self.skipper.armed),
+            prompts_only,
+        ) {
+            return true;
         }
-        let Some(record) = parse_pruned(l.bytes, &turns.reads) else {
-            continue;
+        let Some(record) = parse_pruned(bytes, &self.turns.reads) else {
+            return true;
         };
-        if skipper.skips(line, &record) || turns.ignore.iter().any(|p| p.holds(&record)) {
-            continue;
+        if self.skipper.skips(line, &record) || self.turns.ignore.iter().any(|p| p.holds(&record)) {
+            return true;
         }
         // Only `capture turns` shows a turn's time, assistant text, message group and tool names; a
         // summary or a count needs none of them (with counts only, a tool only answers the turn).
-        let all = opts.keep == Keep::All;
+        let all = self.opts.keep == Keep::All;
         let ts = match all {
-            true => rule.record_time(&record).map(crate::policy::iso),
+            true => self.rule.record_time(&record).map(crate::policy::iso),
             false => None,
         };
-        if let Some((queued, text)) = turns
+        if let Some((queued, text)) = self
+            .turns
             .user
             .iter()
             .filter(|t| t.applies(&record))
             .find_map(|t| t.text(&record).map(|x| (t.queued, x)))
         {
-            b.prompt(line, ts.clone(), text, queued, turns.merge_repeated_prompts);
+            self.b.prompt(
+                line,
+                ts.clone(),
+                text,
+                queued,
+                self.turns.merge_repeated_prompts,
+            );
         } else if !all {
-            if turns
+            if self
+                .turns
                 .assistant
                 .iter()
                 .any(|t| t.applies(&record) && t.has_text(&record))
             {
-                b.assistant(line, &ts, None, String::new());
+                self.b.assistant(line, &ts, None, String::new());
             }
         } else {
-            for t in turns.assistant.iter().filter(|t| t.applies(&record)) {
+            for t in self.turns.assistant.iter().filter(|t| t.applies(&record)) {
                 if let Some(text) = t.text(&record) {
                     let group = t.group.as_ref().and_then(|g| {
                         g.select(&record)
                             .into_iter()
                             .find_map(|v| v.as_str().map(str::to_string))
                     });
-                    b.assistant(line, &ts, group, text);
+                    self.b.assistant(line, &ts, group, text);
                     break;
                 }
             }
         }
         // A count needs a tool only while the turn is unanswered (or none is open).
         let tools_matter =
-            opts.keep != Keep::Counts || b.current.as_ref().is_none_or(|c| c.quiet());
-        for (when, name) in turns.tools.iter().filter(|_| tools_matter) {
+            self.opts.keep != Keep::Counts || self.b.current.as_ref().is_none_or(|c| c.quiet());
+        for (when, name) in self.turns.tools.iter().filter(|_| tools_matter) {
             if when.as_ref().is_none_or(|w| w.holds(&record)) {
                 for v in name.select(&record) {
                     if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
-                        b.tool(line, &ts, n.to_string());
+                        self.b.tool(line, &ts, n.to_string());
                     }
                 }
             }
         }
-        if opts
+        if self
+            .opts
             .stop_after_turns
-            .is_some_and(|n| b.out.total_turns >= n)
+            .is_some_and(|n| self.b.out.total_turns >= n)
         {
-            break;
+            return false;
         }
+        true
     }
-    b.out.checkpoint = b.checkpoint(through.0, through.1, &skipper);
-    b.finish();
-    b.out.bytes_read = lines.bytes_read();
-    let mut records: Vec<TurnRecord> = b.marker.into_iter().collect();
-    records.extend(b.turns);
-    b.out.records = records;
-    Ok(b.out)
+
+    /// The turns read; `bytes_read`: what was read to give the lines.
+    pub fn finish(mut self, bytes_read: u64) -> Turns {
+        let (offset, line) = self.through;
+        self.b.out.checkpoint = self.b.checkpoint(offset, line, &self.skipper);
+        self.b.finish();
+        self.b.out.bytes_read = bytes_read;
+        let mut records: Vec<TurnRecord> = self.b.marker.into_iter().collect();
+        records.extend(self.b.turns);
+        self.b.out.records = records;
+        self.b.out
+    }
 }
 
 /// The most recent user -> assistant exchange with its tools; None when no turn has assistant text yet.

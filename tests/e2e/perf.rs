@@ -351,3 +351,106 @@ fn capture_sessions_reads_only_what_changed_and_counts_what_the_files_hold() {
     let s = sessions(&l);
     assert_eq!(s["stats"]["turnsUnchanged"], 2, "{s}");
 }
+
+/// A home holding every real transcript of the corpus (Claude Code and Codex, many versions), each
+/// moved to `repo` by rewriting the directory it was recorded in, at the store's place for its app.
+fn corpus_home(w: &World, repo: &std::path::Path) -> usize {
+    let root = std::path::Path::new(FIXTURES).join("corpus");
+    let mut placed = 0;
+    for entry in walkdir::WalkDir::new(&root) {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let rel = path.strip_prefix(&root).unwrap();
+        let app = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let explained = json_ok(
+            w.almanac()
+                .args(["rules", "explain", "--json", "--app", app])
+                .arg(path),
+        );
+        let Some(cwd) = explained["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "cwd")
+            .and_then(|f| f["value"].as_str())
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(path)
+            .unwrap()
+            .replace(cwd, &repo.display().to_string());
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let version = rel
+            .components()
+            .nth(1)
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let to = match app {
+            "claude" => format!(".claude/projects/-work-app-{version}/{name}"),
+            _ => format!(".codex/sessions/2026/01/0{}/{name}", placed % 9 + 1),
+        };
+        let to = w.home().join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        write_aged(&to, text.as_bytes(), HOURS_2);
+        placed += 1;
+    }
+    placed
+}
+
+/// A sweep whose budget starts every eligible part counts each part's turns in the pass that finds its
+/// lines, so it reads each new byte once; a budget that might not (here one just large enough) counts
+/// them once the budget is spent, reading the parts again. Both start the same runs, chunk by chunk,
+/// with the same turns, on real transcripts of every client version the corpus holds.
+#[test]
+fn a_budget_that_starts_everything_reads_each_part_once_and_counts_what_a_second_read_counts() {
+    let w = World::new();
+    let repo = w.repo("work/app");
+    assert!(corpus_home(&w, &repo) >= 25);
+    let sweep = |extra: &[&str]| {
+        let mut args = vec![
+            "--quiet",
+            "0m",
+            "--max-runs",
+            "1000000",
+            "--max-tokens-per-run",
+            "3000",
+        ];
+        args.extend(extra);
+        w.dry_run(&args)
+    };
+    let once = sweep(&[]);
+    let tokens = once["totals"]["estTokens"].as_u64().unwrap().to_string();
+    let twice = sweep(&["--max-tokens", &tokens]);
+    assert_eq!(strip_timing(once.clone()), strip_timing(twice.clone()));
+    let started = once["started"].as_array().unwrap();
+    assert!(started.len() >= 20, "{}", once["totals"]);
+    assert!(
+        started.iter().any(|s| s["chunk"].is_array()),
+        "no part was cut into chunks"
+    );
+    assert!(
+        once["totals"]["newTurns"].as_u64().unwrap() > 30,
+        "{}",
+        once["totals"]
+    );
+    // The second read of every started part is what the budget that starts everything saves.
+    let new_bytes = once["totals"]["newBytes"].as_u64().unwrap();
+    let read = |s: &serde_json::Value| s["stats"]["bytesRead"].as_u64().unwrap();
+    assert!(
+        read(&twice) >= read(&once) + new_bytes,
+        "read {} and {} for {new_bytes} new bytes",
+        read(&once),
+        read(&twice)
+    );
+}

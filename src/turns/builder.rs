@@ -1,0 +1,264 @@
+//! The turns a read builds up as records go by: counts, the open turn, queued prompts, the kept
+//! records and their bounds.
+
+use super::skip::Skipper;
+use super::{
+    cut, Checkpoint, Keep, OpenTurn, Options, Prompt, TurnRecord, Turns, CHECKPOINT_PROMPT_BYTES,
+    DROP_OLDEST_ON_OVERFLOW,
+};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+
+pub(super) struct Builder<'a> {
+    pub(super) opts: &'a Options,
+    pub(super) turns: Vec<TurnRecord>,
+    pub(super) marker: Option<TurnRecord>,
+    pub(super) current: Option<Current>,
+    /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
+    pub(super) queued: Vec<String>,
+    /// The first and the latest prompt, cut for the checkpoint.
+    pub(super) prompts: (Option<Prompt>, Option<Prompt>),
+    pub(super) out: Turns,
+}
+
+/// At most this many queued prompts are remembered.
+const MAX_QUEUED: usize = 64;
+
+pub(super) struct Current {
+    pub(super) rec: TurnRecord,
+    pub(super) assistant: String,
+    /// The assistant blocks taken so far, as (group, sha256 of the text): a long turn is linear, and
+    /// holds no text twice. Emptied once the text is cut (no later block can change it).
+    pub(super) seen: HashSet<(Option<String>, [u8; 32])>,
+    /// Resumed from a checkpoint whose turn was answered before it.
+    pub(super) answered: bool,
+}
+
+impl Current {
+    /// Nothing answered it yet: no assistant text, no tool.
+    pub(super) fn quiet(&self) -> bool {
+        !self.answered && self.assistant.is_empty() && self.rec.tools.is_empty()
+    }
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn start(&mut self, line: u64, ts: Option<String>, user: Option<String>) {
+        self.finish();
+        self.out.total_turns += 1;
+        let mut rec = TurnRecord {
+            kind: "turn",
+            turn: self.out.total_turns,
+            line,
+            ts,
+            user: None,
+            assistant: None,
+            tools: Vec::new(),
+            truncated: Vec::new(),
+            dropped: None,
+            dropped_turns: None,
+        };
+        if let Some(u) = user {
+            self.out.user_turns += 1;
+            let hint: Prompt = cut(&u, CHECKPOINT_PROMPT_BYTES).0.into();
+            self.prompts.0.get_or_insert_with(|| hint.clone());
+            self.prompts.1 = Some(hint);
+            let (text, was_cut) = cut(&u, self.opts.user_max);
+            if was_cut {
+                rec.truncated.push("user");
+            }
+            rec.user = Some(text);
+        }
+        self.current = Some(Current {
+            rec,
+            assistant: String::new(),
+            seen: HashSet::new(),
+            answered: false,
+        });
+    }
+
+    /// Goes on from `c`: its counts, its open turn and queued prompts.
+    pub(super) fn resume(&mut self, c: &Checkpoint) {
+        self.out.user_turns = c.user_turns;
+        self.out.total_turns = c.total_turns;
+        self.queued = c.queued.clone();
+        self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
+        self.current = c.open.as_ref().map(|o| Current {
+            rec: TurnRecord {
+                kind: "turn",
+                turn: c.total_turns,
+                line: c.line,
+                ts: None,
+                user: o.prompt.clone(),
+                assistant: None,
+                tools: Vec::new(),
+                truncated: Vec::new(),
+                dropped: None,
+                dropped_turns: None,
+            },
+            assistant: String::new(),
+            seen: HashSet::new(),
+            answered: o.answered,
+        });
+    }
+
+    /// The state to go on from after line `line`, ending at byte `offset`.
+    pub(super) fn checkpoint(&self, offset: u64, line: u64, skipper: &Skipper) -> Checkpoint {
+        Checkpoint {
+            offset,
+            line,
+            user_turns: self.out.user_turns,
+            total_turns: self.out.total_turns,
+            open: self.current.as_ref().map(|c| OpenTurn {
+                prompt: c.quiet().then(|| c.rec.user.clone()).flatten(),
+                answered: !c.quiet(),
+            }),
+            queued: self.queued.clone(),
+            skip_open: skipper.open,
+            armed: skipper.armed.clone(),
+            first_prompt: self.prompts.0.clone(),
+            last_prompt: self.prompts.1.clone(),
+        }
+    }
+
+    /// A user prompt on `line`; `queued` when its record is a queue entry.
+    pub(super) fn prompt(
+        &mut self,
+        line: u64,
+        ts: Option<String>,
+        text: String,
+        queued: bool,
+        merge: bool,
+    ) {
+        let key = cut(&text, self.opts.user_max).0;
+        let quiet = |c: &Current| c.quiet();
+        if queued {
+            self.queued.push(key.clone());
+            if self.queued.len() > MAX_QUEUED {
+                self.queued.remove(0);
+            }
+        } else if let Some(i) = self.queued.iter().position(|q| *q == key) {
+            // The queue delivers a prompt it wrote before: the same prompt. Still unanswered, its turn
+            // moves to this record.
+            self.queued.remove(i);
+            if let Some(c) = self.current.as_mut().filter(|c| quiet(c)) {
+                if c.rec.user.as_deref() == Some(key.as_str()) {
+                    c.rec.line = line;
+                    c.rec.ts = ts;
+                }
+            }
+            return;
+        }
+        // `merge_repeated_prompts`: the same prompt written twice in a row (two record kinds for one
+        // message) is one turn.
+        let repeat = merge
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|c| quiet(c) && c.rec.user.as_deref() == Some(key.as_str()));
+        if !repeat {
+            self.start(line, ts, Some(text));
+        }
+    }
+
+    pub(super) fn current(&mut self, line: u64, ts: &Option<String>) -> &mut Current {
+        if self.current.is_none() {
+            // Assistant text or tools before any prompt (a part starting mid-turn): a turn without a user.
+            self.start(line, ts.clone(), None);
+        }
+        self.current.as_mut().expect("just started")
+    }
+
+    pub(super) fn assistant(
+        &mut self,
+        line: u64,
+        ts: &Option<String>,
+        group: Option<String>,
+        text: String,
+    ) {
+        let max = self.opts.assistant_max;
+        let keep_text = self.opts.keep == Keep::All;
+        let c = self.current(line, ts);
+        if !keep_text {
+            c.answered = true;
+            return;
+        }
+        // Cut already: nothing more is taken, repeated or not.
+        if c.rec.truncated.contains(&"assistant") {
+            return;
+        }
+        // Streamed or replayed blocks: the same text under the same message id counts once.
+        let hash: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        if !c.seen.insert((group, hash)) {
+            return;
+        }
+        if !c.assistant.is_empty() {
+            c.assistant.push_str("\n\n");
+        }
+        c.assistant.push_str(&text);
+        if c.assistant.len() > max {
+            let (t, _) = cut(&c.assistant, max);
+            c.assistant = t;
+            c.rec.truncated.push("assistant");
+            c.seen = HashSet::new();
+        }
+    }
+
+    pub(super) fn tool(&mut self, line: u64, ts: &Option<String>, name: String) {
+        if self.opts.keep == Keep::Counts {
+            // Only the counts: a tool answers the turn (or starts one), its name is not kept.
+            self.current(line, ts).answered = true;
+            return;
+        }
+        if !self.out.tools.contains(&name) {
+            self.out.tools.push(name.clone());
+        }
+        let c = self.current(line, ts);
+        if !c.rec.tools.contains(&name) {
+            c.rec.tools.push(name);
+        }
+    }
+
+    pub(super) fn finish(&mut self) {
+        let Some(mut c) = self.current.take() else {
+            return;
+        };
+        if !c.assistant.is_empty() {
+            c.rec.assistant = Some(std::mem::take(&mut c.assistant));
+        }
+        match self.opts.keep {
+            Keep::All => {}
+            Keep::Counts => return,
+            Keep::Summary => {
+                // The first and the latest with a prompt.
+                if c.rec.user.is_some() {
+                    if self.turns.len() == 2 {
+                        self.turns.pop();
+                    }
+                    self.turns.push(c.rec);
+                }
+                return;
+            }
+        }
+        if self.turns.len() >= self.opts.max_turns {
+            let n = DROP_OLDEST_ON_OVERFLOW.min(self.turns.len()).max(1);
+            let gone: Vec<TurnRecord> = self.turns.drain(..n).collect();
+            let first = gone.first().map(|t| t.turn).unwrap_or(0);
+            let last = gone.last().map(|t| t.turn).unwrap_or(0);
+            let m = self.marker.get_or_insert(TurnRecord {
+                kind: "overflow",
+                turn: 0,
+                line: gone.first().map(|t| t.line).unwrap_or(0),
+                ts: None,
+                user: None,
+                assistant: None,
+                tools: Vec::new(),
+                truncated: Vec::new(),
+                dropped: Some(0),
+                dropped_turns: Some((first, last)),
+            });
+            m.dropped = Some(m.dropped.unwrap_or(0) + gone.len() as u64);
+            m.dropped_turns = Some((m.dropped_turns.map(|d| d.0).unwrap_or(first), last));
+        }
+        self.turns.push(c.rec);
+    }
+}

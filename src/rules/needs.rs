@@ -79,9 +79,18 @@ impl Need {
 
     /// The need of an object member named `key`, None when it is not read.
     pub fn member(&self, key: &str) -> Option<&Need> {
+        self.member_bytes(key.as_bytes())
+    }
+
+    /// As `member`, for a key as the line spells it (without an escape): no text is made of it.
+    pub fn member_bytes(&self, key: &[u8]) -> Option<&Need> {
         match self {
             Need::All => Some(self),
-            Need::Node { keys, elems } => small_get(keys, key).or(elems.as_deref()),
+            Need::Node { keys, elems } => keys
+                .iter()
+                .find(|(k, _)| same(k.as_bytes(), key))
+                .map(|(_, n)| n)
+                .or(elems.as_deref()),
         }
     }
 
@@ -126,8 +135,13 @@ pub(super) fn small_get<'m, V: 'm>(
     name: &str,
 ) -> Option<&'m V> {
     map.into_iter()
-        .find(|(k, _)| k.as_str() == name)
+        .find(|(k, _)| same(k.as_bytes(), name.as_bytes()))
         .map(|(_, v)| v)
+}
+
+/// Two short names: the length and first byte settle most of them without a comparison call.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.first() == b.first() && a == b
 }
 
 /// A JSON value that no array or object equals.

@@ -1,5 +1,5 @@
 //! The pruned parse itself: one pass over a line's bytes that checks all of it as JSON and builds only
-//! the members a `Need` keeps, so a 50 KB tool result costs a scan of its bytes (eight at a time), not a
+//! the members a `Need` keeps, so a 50 KB tool result costs a scan of its bytes (a vector search), not a
 //! tree, nor serde's visitor calls for every nested value (issue 20).
 //!
 //! It accepts exactly what `serde_json::from_slice::<Value>` accepts, and where checking that itself
@@ -25,9 +25,6 @@ type R<T> = Result<T, Scan>;
 
 /// serde_json's `remaining_depth` starts at 128 and fails when an open bracket brings it to 0.
 const MAX_DEPTH: u32 = 127;
-
-const ONES: u64 = u64::MAX / 255;
-const HIGH: u64 = ONES << 7;
 
 /// The whole of `bytes` as one JSON value (JSON whitespace around it), pruned to `need`.
 pub fn scan(bytes: &[u8], need: &Need) -> R<Value> {
@@ -103,8 +100,9 @@ impl<'a> Scanner<'a> {
             let start = self.i;
             let escaped = self.string()?;
             let raw = &self.b[start + 1..self.i - 1];
+            // The key's bytes are checked UTF-8 already (`string`): a key no rule reads is not made text.
             let member = match escaped {
-                false => need.member(utf8(raw)?).map(|n| (None, n)),
+                false => need.member_bytes(raw).map(|n| (None, n)),
                 true => {
                     let k = self.string_value(start, true)?;
                     need.member(&k).map(|n| (Some(k), n))
@@ -248,45 +246,23 @@ impl<'a> Scanner<'a> {
         let b = self.b;
         let start = self.i + 1;
         let mut i = start;
-        let mut high = 0u64;
         let mut escaped = false;
         loop {
-            while i + 8 <= b.len() {
-                let x = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-                let quote = x ^ (ONES * b'"' as u64);
-                let slash = x ^ (ONES * b'\\' as u64);
-                let stop = (x.wrapping_sub(ONES * 0x20) & !x)
-                    | (quote.wrapping_sub(ONES) & !quote)
-                    | (slash.wrapping_sub(ONES) & !slash);
-                let stop = stop & HIGH;
-                if stop != 0 {
-                    let at = stop.trailing_zeros() / 8;
-                    // The bytes before the stop are the string's too.
-                    let before = u64::MAX.checked_shr(64 - 8 * at).unwrap_or(0);
-                    high |= x & before & HIGH;
-                    i += at as usize;
-                    break;
-                }
-                high |= x & HIGH;
-                i += 8;
-            }
-            let Some(&c) = b.get(i) else {
+            // The next quote or backslash (a vector search), then no control character before it.
+            let at = memchr::memchr2(b'"', b'\\', &b[i..]).ok_or(Scan::Invalid)?;
+            if b[i..i + at].iter().fold(false, |c, x| c | (*x < 0x20)) {
                 return Err(Scan::Invalid);
-            };
-            match c {
+            }
+            i += at;
+            match b[i] {
                 b'"' => break,
-                b'\\' => {
+                _ => {
                     escaped = true;
                     i = self.escape(i)?;
                 }
-                0..=0x1f => return Err(Scan::Invalid),
-                _ => {
-                    high |= (c as u64) & 0x80;
-                    i += 1;
-                }
             }
         }
-        if high != 0 {
+        if !b[start..i].is_ascii() {
             std::str::from_utf8(&b[start..i]).map_err(|_| Scan::Invalid)?;
         }
         self.i = i + 1;

@@ -120,8 +120,8 @@ pub struct Prefilter {
     content: Formula,
     /// A line that can start a turn (a user rule's `when`): all a count needs once its turn is answered.
     prompts: Formula,
-    /// A line that can start a skip region (any `from`).
-    from: Formula,
+    /// Per skip: a line that can start its region (`from`), and the first line that may.
+    from: Vec<(Formula, u64)>,
     /// Per skip: a line that can end its region (`until`) / arm it (`after`).
     until: Vec<Formula>,
     after: Vec<Formula>,
@@ -205,11 +205,14 @@ impl Prefilter {
             .iter()
             .map(|t| need_of(t.when.as_ref()))
             .collect());
-        let from = any(turns.skip.iter().map(|s| need(&s.from)).collect());
         let mut atoms = Atoms::default();
         let content = atoms.compile(&content);
         let prompts = atoms.compile(&prompts);
-        let from = atoms.compile(&from);
+        let from = turns
+            .skip
+            .iter()
+            .map(|s| (atoms.compile(&need(&s.from)), s.earliest_line))
+            .collect();
         let until = turns
             .skip
             .iter()
@@ -247,13 +250,16 @@ impl Prefilter {
         }
     }
 
-    /// Whether `line` must be parsed: some rule may hold on it. `open` is the open skip region,
-    /// `armed` per skip whether its `after` record has been read.
+    /// Whether `line` (transcript line `at`) must be parsed: some rule may hold on it. `open` is the
+    /// open skip region, `armed` per skip whether its `after` record has been read. A skip's `from`
+    /// asks only where it can open a region: once armed, from its `earliest_line` (a Codex rollout's
+    /// 20 KiB first line opens none, and is not parsed for it).
     /// With `prompts_only` (a count whose open turn is answered, where assistant text and tools change
     /// nothing), only a line that can start a turn is content.
     pub fn wanted(
         &self,
         line: &[u8],
+        at: u64,
         (open, armed): (Option<usize>, &[bool]),
         prompts_only: bool,
     ) -> bool {
@@ -268,7 +274,7 @@ impl Prefilter {
             Some(i) => self.holds(&self.until[i], line, f),
             None => {
                 self.holds(content, line, f)
-                    || self.holds(&self.from, line, f)
+                    || self.opens(line, at, armed, f)
                     || self.arms(line, armed, f)
             }
         };
@@ -278,6 +284,14 @@ impl Prefilter {
     /// Whether `line` may arm a waiting skip (also for lines before the part).
     pub fn may_arm(&self, line: &[u8], armed: &[bool]) -> bool {
         self.arms(line, armed, &mut Found::default()) || self.escape.find(line).is_some()
+    }
+
+    /// Whether `line` may open a skip region (as `Skipper::skips` asks).
+    fn opens(&self, line: &[u8], at: u64, armed: &[bool], f: &mut Found) -> bool {
+        armed
+            .iter()
+            .zip(&self.from)
+            .any(|(armed, (from, earliest))| *armed && at >= *earliest && self.holds(from, line, f))
     }
 
     fn arms(&self, line: &[u8], armed: &[bool], f: &mut Found) -> bool {

@@ -93,7 +93,7 @@ fn whitespace_and_escapes_are_never_rejected() {
     let rule = shipped("claude");
     let f = Prefilter::new(rule.turns.as_ref().unwrap());
     let armed = [true];
-    let wanted = |l: &str| f.wanted(l.as_bytes(), (None, &armed), false);
+    let wanted = |l: &str| f.wanted(l.as_bytes(), 5, (None, &armed), false);
     for line in [
         r#"{"type":"user","message":{"content":"hi"}}"#,
         r#"{"type" : "user","message":{"content":"hi"}}"#,
@@ -115,12 +115,14 @@ fn whitespace_and_escapes_are_never_rejected() {
         assert!(!wanted(line), "kept {line}");
     }
     // An open sidechain region reads only the line that may close it.
-    assert!(f.wanted(br#"{"isSidechain": false}"#, (Some(0), &armed), false));
+    assert!(f.wanted(br#"{"isSidechain": false}"#, 5, (Some(0), &armed), false));
     let sidechain = br#"{"isSidechain":true,"type":"user"}"#;
-    assert!(!f.wanted(sidechain, (Some(0), &armed), false));
-    assert!(f.wanted(sidechain, (None, &armed), false));
+    assert!(!f.wanted(sidechain, 5, (Some(0), &armed), false));
+    assert!(f.wanted(sidechain, 5, (None, &armed), false));
+    // Until a main-thread record armed the skip, a sidechain record opens no region.
+    assert!(!f.wanted(br#"{"isSidechain":true}"#, 5, (None, &[false]), false));
     // A count whose turn is answered reads only what can start a turn (and change a skip region).
-    let answered = |l: &str| f.wanted(l.as_bytes(), (None, &armed), true);
+    let answered = |l: &str| f.wanted(l.as_bytes(), 5, (None, &armed), true);
     let text = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#;
     assert!(wanted(text) && !answered(text));
     assert!(answered(r#"{"type":"user","message":{"content":"hi"}}"#));
@@ -185,9 +187,8 @@ fn naive(n: &Need, line: &[u8]) -> bool {
 fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     let catalog = crate::rules::load(&[]).unwrap();
     let escape = |l: &[u8]| memchr::memmem::find(l, b"\\u").is_some();
-    let check = |t: &TurnsRule, f: &Prefilter, line: &[u8], what: &str| {
+    let check = |t: &TurnsRule, f: &Prefilter, line: &[u8], at: u64, what: &str| {
         let prompts = any(t.user.iter().map(|x| need_of(x.when.as_ref())).collect());
-        let from = any(t.skip.iter().map(|s| need(&s.from)).collect());
         for armed in [true, false] {
             let armed = vec![armed; t.skip.len()];
             let arms = t
@@ -195,15 +196,24 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
                 .iter()
                 .zip(&armed)
                 .any(|(s, a)| !*a && naive(&need_of(s.after.as_ref()), line));
+            let opens = t
+                .skip
+                .iter()
+                .zip(&armed)
+                .any(|(s, a)| *a && at >= s.earliest_line && naive(&need(&s.from), line));
             for (prompts_only, content) in [(false, content_need(t)), (true, prompts.clone())] {
-                let expect = naive(&content, line) || naive(&from, line) || arms || escape(line);
-                let got = f.wanted(line, (None, &armed), prompts_only);
+                let expect = naive(&content, line) || opens || arms || escape(line);
+                let got = f.wanted(line, at, (None, &armed), prompts_only);
                 assert_eq!(got, expect, "{what}: {}", String::from_utf8_lossy(line));
             }
             assert_eq!(f.may_arm(line, &armed), arms || escape(line), "{what}");
             for (i, s) in t.skip.iter().enumerate() {
                 let expect = naive(&need(&s.until), line) || escape(line);
-                assert_eq!(f.wanted(line, (Some(i), &armed), false), expect, "{what}");
+                assert_eq!(
+                    f.wanted(line, at, (Some(i), &armed), false),
+                    expect,
+                    "{what}"
+                );
             }
         }
     };
@@ -211,8 +221,12 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     for (path, i) in crate::util::testing::fixture_transcripts(&catalog) {
         let t = catalog.sets[i].turns.as_ref().unwrap();
         let f = t.filter.as_ref().unwrap();
-        for line in std::fs::read(&path).unwrap().split(|b| *b == b'\n') {
-            check(t, f, line, &path.display().to_string());
+        for (n, line) in std::fs::read(&path)
+            .unwrap()
+            .split(|b| *b == b'\n')
+            .enumerate()
+        {
+            check(t, f, line, n as u64 + 1, &path.display().to_string());
             lines += 1;
         }
     }
@@ -228,8 +242,16 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
         r#"{"type":"event_msg","payload":{"type":"user_message","message":"m"}}"#,
         r#"{"type":"event_msg","payload":{"type":"token_count"}}"#,
         r#"{"type":"session_meta","payload":{"type":"message"}}"#,
+        r#"{"type":"session_meta","payload":{"id":"x"}}"#,
         r#"{"type":"message","role":"assistant"}"#,
     ] {
-        check(t, &f, line.as_bytes(), "codex");
+        for at in [1, 2, 9] {
+            check(t, &f, line.as_bytes(), at, "codex");
+        }
     }
+    // A rollout's first line (its `session_meta`) opens no skip region: not parsed for one. A copied
+    // parent's `session_meta` later in a subagent's rollout does.
+    let meta = br#"{"type":"session_meta","payload":{"id":"x","base_instructions":"long"}}"#;
+    assert!(!f.wanted(meta, 1, (None, &[true]), true));
+    assert!(f.wanted(meta, 2, (None, &[true]), true));
 }

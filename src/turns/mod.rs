@@ -255,6 +255,7 @@ impl<'a> Reader<'a> {
         let prompts_only = self.opts.keep == Keep::Counts && answered;
         if !self.filter.wanted(
             bytes,
+            line,
             (self.skipper.open, &self.skipper.armed),
             prompts_only,
         ) {

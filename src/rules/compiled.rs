@@ -122,12 +122,9 @@ impl TurnText {
 
     /// Whether `text` would give any: the same test, without joining the parts.
     pub fn has_text(&self, record: &Value) -> bool {
-        self.text.iter().any(|p| {
-            p.select(record)
-                .into_iter()
-                .filter_map(|v| v.as_str())
-                .any(|s| !s.trim().is_empty())
-        })
+        self.text
+            .iter()
+            .any(|p| p.any(record, |v| v.as_str().is_some_and(|s| !s.trim().is_empty())))
     }
 
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
@@ -267,6 +264,15 @@ impl JsonPath {
         &self.query
     }
 
+    /// Whether `f` holds for a node the path selects in `record` (without collecting them when the
+    /// path has a fast form).
+    pub fn any<'a>(&self, record: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
+        match &self.fast {
+            Some(fast) => fast.any(record, &mut f),
+            None => self.select(record).into_iter().any(f),
+        }
+    }
+
     /// Every node the path selects in `record`.
     pub fn select<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
         if let Some(f) = &self.fast {
@@ -294,14 +300,13 @@ pub enum Predicate {
 impl Predicate {
     pub fn holds(&self, record: &Value) -> bool {
         match self {
-            Predicate::Exists(p) => !p.select(record).is_empty(),
-            Predicate::Missing(p) => p.select(record).is_empty(),
-            Predicate::Equals(p, v) => p.select(record).into_iter().any(|x| x == v),
-            Predicate::In(p, vs) => p.select(record).into_iter().any(|x| vs.contains(x)),
-            Predicate::Matches(p, re) => p
-                .select(record)
-                .into_iter()
-                .any(|x| x.as_str().is_some_and(|s| re.is_match(s))),
+            Predicate::Exists(p) => p.any(record, |_| true),
+            Predicate::Missing(p) => !p.any(record, |_| true),
+            Predicate::Equals(p, v) => p.any(record, |x| x == v),
+            Predicate::In(p, vs) => p.any(record, |x| vs.contains(x)),
+            Predicate::Matches(p, re) => {
+                p.any(record, |x| x.as_str().is_some_and(|s| re.is_match(s)))
+            }
             Predicate::All(ps) => ps.iter().all(|p| p.holds(record)),
             Predicate::Any(ps) => ps.iter().any(|p| p.holds(record)),
             Predicate::Not(p) => !p.holds(record),

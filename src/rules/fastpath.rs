@@ -54,43 +54,48 @@ impl FastPath {
 
     pub fn select<'a>(&self, root: &'a Value) -> Vec<&'a Value> {
         let mut out = Vec::new();
-        walk(&self.0, root, &mut out);
+        walk(&self.0, root, &mut |v| {
+            out.push(v);
+            false
+        });
         out
     }
-}
 
-fn walk<'a>(steps: &[Step], v: &'a Value, out: &mut Vec<&'a Value>) {
-    let Some((first, rest)) = steps.split_first() else {
-        out.push(v);
-        return;
-    };
-    match first {
-        Step::Name(n) => {
-            if let Some(next) = v.as_object().and_then(|o| small_get(o, n)) {
-                walk(rest, next, out);
-            }
-        }
-        Step::Index(i) => {
-            if let Some(a) = v.as_array() {
-                let at = if *i < 0 { a.len() as i64 + i } else { *i };
-                if let Some(next) = usize::try_from(at).ok().and_then(|at| a.get(at)) {
-                    walk(rest, next, out);
-                }
-            }
-        }
-        Step::Wildcard => children(v).for_each(|c| walk(rest, c, out)),
-        Step::Filter(cond) => children(v)
-            .filter(|c| cond.holds(c))
-            .for_each(|c| walk(rest, c, out)),
+    /// Whether `f` holds for a node the path selects, asked in `select`'s order until it does: nothing
+    /// is collected.
+    pub fn any<'a>(&self, root: &'a Value, f: &mut dyn FnMut(&'a Value) -> bool) -> bool {
+        walk(&self.0, root, f)
     }
 }
 
-/// An array's elements or an object's member values, in order.
-fn children(v: &Value) -> Box<dyn Iterator<Item = &Value> + '_> {
+/// Hands `f` each node `steps` select from `v`, in order, until it returns true (then true).
+fn walk<'a>(steps: &[Step], v: &'a Value, f: &mut dyn FnMut(&'a Value) -> bool) -> bool {
+    let Some((first, rest)) = steps.split_first() else {
+        return f(v);
+    };
+    match first {
+        Step::Name(n) => v
+            .as_object()
+            .and_then(|o| small_get(o, n))
+            .is_some_and(|next| walk(rest, next, f)),
+        Step::Index(i) => v.as_array().is_some_and(|a| {
+            let at = if *i < 0 { a.len() as i64 + i } else { *i };
+            usize::try_from(at)
+                .ok()
+                .and_then(|at| a.get(at))
+                .is_some_and(|next| walk(rest, next, f))
+        }),
+        Step::Wildcard => children(v, |c| walk(rest, c, f)),
+        Step::Filter(cond) => children(v, |c| cond.holds(c) && walk(rest, c, f)),
+    }
+}
+
+/// Whether `f` holds for one of an array's elements or an object's member values, asked in order.
+fn children<'a>(v: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
     match v {
-        Value::Array(a) => Box::new(a.iter()),
-        Value::Object(o) => Box::new(o.values()),
-        _ => Box::new(std::iter::empty()),
+        Value::Array(a) => a.iter().any(&mut f),
+        Value::Object(o) => o.values().any(&mut f),
+        _ => false,
     }
 }
 

@@ -312,9 +312,12 @@ impl Prefilter {
                     f.searched |= 1 << k;
                     let (finder, atoms) = &self.keys[k];
                     for at in finder.find_iter(line) {
-                        let rest = &line[at + finder.needle().len()..];
+                        // What follows the key's colon, once for all its atoms.
+                        let Some(rest) = after_colon(&line[at + finder.needle().len()..]) else {
+                            continue;
+                        };
                         for (i, value) in atoms {
-                            if follows(rest, value.as_deref()) {
+                            if value.as_deref().is_none_or(|v| starts(rest, v)) {
                                 f.atoms |= 1 << i;
                             }
                         }
@@ -328,15 +331,18 @@ impl Prefilter {
     }
 }
 
-/// Whether `rest` (the bytes after a key) starts with JSON whitespace, `:`, JSON whitespace and `value`.
-fn follows(rest: &[u8], value: Option<&[u8]>) -> bool {
+/// The bytes after JSON whitespace, `:` and JSON whitespace at the start of `rest`, if it has them.
+fn after_colon(rest: &[u8]) -> Option<&[u8]> {
     let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
-    let Some(rest) = rest.strip_prefix(b":") else {
-        return false;
-    };
-    let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
-    value.is_none_or(|v| rest.starts_with(v))
+    let rest = rest.strip_prefix(b":")?;
+    Some(&rest[rest.iter().take_while(|b| ws(b)).count()..])
+}
+
+/// `rest.starts_with(v)`, its first two bytes compared before the rest (a string value's first is
+/// always its quote).
+fn starts(rest: &[u8], v: &[u8]) -> bool {
+    rest.len() >= v.len() && v.iter().zip(rest).take(2).all(|(a, b)| a == b) && rest.starts_with(v)
 }
 
 #[cfg(test)]

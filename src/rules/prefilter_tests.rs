@@ -167,6 +167,17 @@ fn unsafe_literals_give_no_requirement() {
     assert_eq!(need(&any_of), Need::Always);
 }
 
+/// Whether `rest` (the bytes after a key) starts with JSON whitespace, `:`, JSON whitespace and `value`.
+fn follows(rest: &[u8], value: Option<&[u8]>) -> bool {
+    let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
+    let Some(rest) = rest.strip_prefix(b":") else {
+        return false;
+    };
+    let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
+    value.is_none_or(|v| rest.starts_with(v))
+}
+
 /// `need` read the plain way: every pair's own search of the line.
 fn naive(n: &Need, line: &[u8]) -> bool {
     match n {

@@ -201,18 +201,15 @@ impl Carry {
     /// reader gives it; what was carried is spent.
     fn line<'b>(&'b mut self, last: &'b [u8]) -> &'b [u8] {
         let carried = std::mem::take(&mut self.len);
-        let bytes: &[u8] = if carried == 0 {
-            last
-        } else if carried + last.len() >= crate::util::lines::MAX_LINE_BYTES {
-            &[]
-        } else {
-            self.bytes.extend_from_slice(last);
-            &self.bytes
-        };
-        if last.len() >= crate::util::lines::MAX_LINE_BYTES {
+        // Longer than the reader keeps, its newline counted: given empty.
+        if carried + last.len() >= crate::util::lines::MAX_LINE_BYTES {
             return &[];
         }
-        bytes.strip_suffix(b"\r").unwrap_or(bytes)
+        if carried == 0 {
+            return crate::util::lines::without_cr(last);
+        }
+        self.bytes.extend_from_slice(last);
+        crate::util::lines::without_cr(&self.bytes)
     }
 }
 

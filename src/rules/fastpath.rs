@@ -76,7 +76,7 @@ fn walk<'a>(steps: &[Step], v: &'a Value, f: &mut dyn FnMut(&'a Value) -> bool) 
     match first {
         Step::Name(n) => v
             .as_object()
-            .and_then(|o| small_get(o, n))
+            .and_then(|o| small_get(o, n.as_bytes()))
             .is_some_and(|next| walk(rest, next, f)),
         Step::Index(i) => v.as_array().is_some_and(|a| {
             let at = if *i < 0 { a.len() as i64 + i } else { *i };
@@ -100,9 +100,9 @@ fn children<'a>(v: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
 }
 
 fn member<'a>(v: &'a Value, names: &[String]) -> Option<&'a Value> {
-    names
-        .iter()
-        .try_fold(v, |v, n| v.as_object().and_then(|o| small_get(o, n)))
+    names.iter().try_fold(v, |v, n| {
+        v.as_object().and_then(|o| small_get(o, n.as_bytes()))
+    })
 }
 
 impl Cond {

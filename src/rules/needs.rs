@@ -86,11 +86,7 @@ impl Need {
     pub fn member_bytes(&self, key: &[u8]) -> Option<&Need> {
         match self {
             Need::All => Some(self),
-            Need::Node { keys, elems } => keys
-                .iter()
-                .find(|(k, _)| same(k.as_bytes(), key))
-                .map(|(_, n)| n)
-                .or(elems.as_deref()),
+            Need::Node { keys, elems } => small_get(keys, key).or(elems.as_deref()),
         }
     }
 
@@ -132,10 +128,10 @@ impl Need {
 /// lengths first settles most of them without the ordered map's string comparisons.
 pub(super) fn small_get<'m, V: 'm>(
     map: impl IntoIterator<Item = (&'m String, &'m V)>,
-    name: &str,
+    name: &[u8],
 ) -> Option<&'m V> {
     map.into_iter()
-        .find(|(k, _)| same(k.as_bytes(), name.as_bytes()))
+        .find(|(k, _)| same(k.as_bytes(), name))
         .map(|(_, v)| v)
 }
 

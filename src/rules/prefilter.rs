@@ -137,7 +137,7 @@ pub struct Prefilter {
 type KeyAtom = (usize, Option<Vec<u8>>);
 
 /// A `Need` over atoms: bit `i` is set once atom `i`'s key and value were found in the line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 enum Formula {
     Always,
     Atom(usize),

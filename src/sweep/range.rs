@@ -349,6 +349,7 @@ impl<'a> Counting<'a> {
 
     fn line(&mut self, bytes: &[u8], end: u64, line: u64, boundary: bool) {
         use crate::turns::Reader;
+        use crate::util::lines::without_bom;
         // Each read strips a BOM from its own first line, as a reader started there does.
         if self.first_line.is_none() {
             self.first_line = Some(line);
@@ -356,7 +357,7 @@ impl<'a> Counting<'a> {
         }
         if let Some(r) = self.first.as_mut() {
             let b = if Some(line) == self.first_line {
-                bom(bytes)
+                without_bom(bytes)
             } else {
                 bytes
             };
@@ -370,7 +371,11 @@ impl<'a> Counting<'a> {
         let r = self
             .chunk
             .get_or_insert_with(|| Reader::new(rule, turns, line, 0, opts));
-        r.line(line, end, if new_chunk { bom(bytes) } else { bytes });
+        r.line(
+            line,
+            end,
+            if new_chunk { without_bom(bytes) } else { bytes },
+        );
         if boundary {
             let r = self.chunk.take().expect("reading");
             self.done.push(Some(crate::turns::summarize(&r.finish(0))));
@@ -394,11 +399,6 @@ impl<'a> Counting<'a> {
         self.done.shrink_to_fit();
         (self.done.len() == r.boundaries.len() + 1).then_some((first, self.done))
     }
-}
-
-/// A line without a leading UTF-8 BOM.
-fn bom(b: &[u8]) -> &[u8] {
-    b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b)
 }
 
 #[cfg(test)]

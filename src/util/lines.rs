@@ -16,6 +16,16 @@ pub struct LineReader<R: Read> {
 /// Lines longer than this are skipped, not held: memory stays bounded whatever a transcript holds.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// A line without its trailing `\r` (the line reader gives lines so; so must what stands in for it).
+pub fn without_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// A reader's first line without a leading UTF-8 BOM.
+pub fn without_bom(line: &[u8]) -> &[u8] {
+    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+}
+
 pub struct LineRef<'a> {
     /// 1-based line number.
     pub number: u64,
@@ -111,11 +121,9 @@ impl<R: Read> LineReader<R> {
         if terminated {
             content = &content[..content.len() - 1];
         }
-        if content.last() == Some(&b'\r') {
-            content = &content[..content.len() - 1];
-        }
-        if self.line_no == 1 && content.starts_with(b"\xEF\xBB\xBF") {
-            content = &content[3..];
+        content = without_cr(content);
+        if self.line_no == 1 {
+            content = without_bom(content);
         }
         Ok(Some(LineRef {
             number: self.line_no,

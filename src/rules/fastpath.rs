@@ -4,7 +4,6 @@
 //! for every node it tests). It selects exactly what `jsonpath_rust` selects, in the same order (a test
 //! compares the two on every fixture record); a path with anything else is left to the general one.
 
-use super::needs::small_get;
 use jsonpath_rust::parser::model::{
     Comparable, Comparison, Filter, FilterAtom, FnArg, JpQuery, Literal, Segment, Selector,
     SingularQuery, SingularQuerySegment, Test, TestFunction,
@@ -76,7 +75,7 @@ fn walk<'a>(steps: &[Step], v: &'a Value, f: &mut dyn FnMut(&'a Value) -> bool) 
     match first {
         Step::Name(n) => v
             .as_object()
-            .and_then(|o| small_get(o, n.as_bytes()))
+            .and_then(|o| o.get(n.as_str()))
             .is_some_and(|next| walk(rest, next, f)),
         Step::Index(i) => v.as_array().is_some_and(|a| {
             let at = if *i < 0 { a.len() as i64 + i } else { *i };
@@ -100,9 +99,9 @@ fn children<'a>(v: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
 }
 
 fn member<'a>(v: &'a Value, names: &[String]) -> Option<&'a Value> {
-    names.iter().try_fold(v, |v, n| {
-        v.as_object().and_then(|o| small_get(o, n.as_bytes()))
-    })
+    names
+        .iter()
+        .try_fold(v, |v, n| v.as_object().and_then(|o| o.get(n.as_str())))
 }
 
 impl Cond {

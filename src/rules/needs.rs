@@ -12,7 +12,6 @@ use jsonpath_rust::parser::model::{
     Comparable, Comparison, Filter, FilterAtom, FnArg, Segment, Selector, SingularQuery,
     SingularQuerySegment, Test, TestFunction,
 };
-use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Need {
@@ -21,7 +20,9 @@ pub enum Need {
     /// The value itself (a scalar whole); of an object only `keys` (each with its need) and, with
     /// `elems`, every other member too; of an array every element with `elems` (or nothing of them).
     Node {
-        keys: BTreeMap<String, Need>,
+        /// Sorted by name: a short list searched in order beats an ordered map's walk (a record is
+        /// looked up member by member, line after line).
+        keys: Vec<(String, Need)>,
         elems: Option<Box<Need>>,
     },
 }
@@ -30,7 +31,7 @@ impl Need {
     /// The value is there (an existence test): none of its members are read.
     pub fn presence() -> Need {
         Need::Node {
-            keys: BTreeMap::new(),
+            keys: Vec::new(),
             elems: None,
         }
     }
@@ -38,7 +39,7 @@ impl Need {
     /// Member `k` of an object, with `child`'s need.
     fn key(k: &str, child: Need) -> Need {
         Need::Node {
-            keys: BTreeMap::from([(k.to_string(), child)]),
+            keys: vec![(k.to_string(), child)],
             elems: None,
         }
     }
@@ -46,7 +47,7 @@ impl Need {
     /// Every element (or member value), with `child`'s need.
     fn each(child: Need) -> Need {
         Need::Node {
-            keys: BTreeMap::new(),
+            keys: Vec::new(),
             elems: Some(Box::new(child)),
         }
     }
@@ -62,12 +63,15 @@ impl Need {
                 },
             ) => {
                 for (k, n) in k2 {
-                    let merged = match keys.remove(&k) {
-                        Some(old) => old.merge(n),
-                        None => n,
-                    };
-                    keys.insert(k, merged);
+                    match keys.iter().position(|(x, _)| *x == k) {
+                        Some(i) => {
+                            let old = std::mem::replace(&mut keys[i].1, Need::All);
+                            keys[i].1 = old.merge(n);
+                        }
+                        None => keys.push((k, n)),
+                    }
                 }
+                keys.sort_by(|a, b| a.0.cmp(&b.0));
                 let elems = match (elems, e2) {
                     (Some(a), Some(b)) => Some(Box::new(a.merge(*b))),
                     (a, b) => a.or(b),
@@ -86,14 +90,18 @@ impl Need {
     pub fn member_bytes(&self, key: &[u8]) -> Option<&Need> {
         match self {
             Need::All => Some(self),
-            Need::Node { keys, elems } => small_get(keys, key).or(elems.as_deref()),
+            Need::Node { keys, elems } => keys
+                .iter()
+                .find(|(k, _)| same(k.as_bytes(), key))
+                .map(|(_, n)| n)
+                .or(elems.as_deref()),
         }
     }
 
     /// The need of an array's elements.
     pub fn element(&self) -> &Need {
         static PRESENCE: Need = Need::Node {
-            keys: BTreeMap::new(),
+            keys: Vec::new(),
             elems: None,
         };
         match self {
@@ -124,18 +132,8 @@ impl Need {
     }
 }
 
-/// `map[name]` by a linear search: needs and pruned records hold a few members each, and comparing
-/// lengths first settles most of them without the ordered map's string comparisons.
-pub(super) fn small_get<'m, V: 'm>(
-    map: impl IntoIterator<Item = (&'m String, &'m V)>,
-    name: &[u8],
-) -> Option<&'m V> {
-    map.into_iter()
-        .find(|(k, _)| same(k.as_bytes(), name))
-        .map(|(_, v)| v)
-}
-
-/// Two short names: the length and first byte settle most of them without a comparison call.
+/// A needed name and a line's key (few of each): the length and first byte settle most of them without
+/// a comparison call.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.first() == b.first() && a == b
 }
@@ -322,7 +320,7 @@ mod tests {
     fn keys(n: &Need) -> Vec<&str> {
         match n {
             Need::All => vec!["*all*"],
-            Need::Node { keys, .. } => keys.keys().map(String::as_str).collect(),
+            Need::Node { keys, .. } => keys.iter().map(|(k, _)| k.as_str()).collect(),
         }
     }
 

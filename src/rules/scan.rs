@@ -247,22 +247,22 @@ impl<'a> Scanner<'a> {
         let start = self.i + 1;
         let mut i = start;
         let mut escaped = false;
+        let mut high = false;
         loop {
-            // The next quote or backslash (a vector search), then no control character before it.
-            let at = memchr::memchr2(b'"', b'\\', &b[i..]).ok_or(Scan::Invalid)?;
-            if b[i..i + at].iter().fold(false, |c, x| c | (*x < 0x20)) {
-                return Err(Scan::Invalid);
-            }
-            i += at;
-            match b[i] {
-                b'"' => break,
-                _ => {
-                    escaped = true;
-                    i = self.escape(i)?;
+            let at = stop(b, i, &mut high).ok_or(Scan::Invalid)?;
+            match b[at] {
+                b'"' => {
+                    i = at;
+                    break;
                 }
+                b'\\' => {
+                    escaped = true;
+                    i = self.escape(at)?;
+                }
+                _ => return Err(Scan::Invalid),
             }
         }
-        if !b[start..i].is_ascii() {
+        if high {
             std::str::from_utf8(&b[start..i]).map_err(|_| Scan::Invalid)?;
         }
         self.i = i + 1;
@@ -360,6 +360,49 @@ impl<'a> Scanner<'a> {
         self.i += n;
         Ok(v)
     }
+}
+
+/// Where in `b`, from `i`, the next quote, backslash or control character is (what ends a run of a
+/// string's plain bytes), noting in `high` whether a byte from `i` up to it is not ASCII. One pass,
+/// 16 bytes at a time: a tool result's text stops at every `\n` escape, so a search for the quote and
+/// backslash, a second pass for control characters and a third for non-ASCII bytes cost a call each
+/// per stop.
+fn stop(b: &[u8], mut i: usize, high: &mut bool) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86_64; every load reads 16 bytes inside `b` (`i + 16 <= b.len()`).
+        unsafe {
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            let control = _mm_set1_epi8(0x1f);
+            while i + 16 <= b.len() {
+                let x = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
+                let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
+                let ends = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                    low,
+                );
+                let found = _mm_movemask_epi8(ends) as u32;
+                let top = _mm_movemask_epi8(x) as u32;
+                if found != 0 {
+                    let at = found.trailing_zeros();
+                    *high |= top & ((1u32 << at) - 1) != 0;
+                    return Some(i + at as usize);
+                }
+                *high |= top != 0;
+                i += 16;
+            }
+        }
+    }
+    while let Some(&x) = b.get(i) {
+        if x == b'"' || x == b'\\' || x < 0x20 {
+            return Some(i);
+        }
+        *high |= x >= 0x80;
+        i += 1;
+    }
+    None
 }
 
 fn utf8(b: &[u8]) -> R<&str> {

@@ -186,3 +186,38 @@ fn the_corners_of_the_grammar_are_decided_as_serde_decides_them() {
         agree(raw, &needs);
     }
 }
+
+#[test]
+fn a_string_ends_where_serde_says_whatever_block_its_stop_falls_in() {
+    // The scan reads a string 16 bytes at a time: every kind of byte that stops or marks it, at every
+    // place in and around the first three blocks, in a kept and a skipped string.
+    let needs = needs();
+    let marks: [&[u8]; 9] = [
+        b"\"",
+        b"\\n",
+        b"\\\"",
+        b"\\u00e9",
+        b"\\x",
+        b"\x01",
+        b"\x1f",
+        "é".as_bytes(),
+        b"\xff",
+    ];
+    let mut tried = 0;
+    for len in 0..50 {
+        for at in 0..=len {
+            for mark in marks {
+                let mut text = vec![b'a'; len];
+                text.splice(at..at, mark.iter().copied());
+                for key in ["type", "zzz"] {
+                    let mut line = format!("{{\"{key}\":\"").into_bytes();
+                    line.extend(&text);
+                    line.extend(b"\",\"message\":{\"content\":\"x\"}}");
+                    agree(&line, &needs);
+                    tried += 1;
+                }
+            }
+        }
+    }
+    assert!(tried > 20_000, "{tried}");
+}

@@ -193,7 +193,8 @@ fn naive(n: &Need, line: &[u8]) -> bool {
 }
 
 /// A key searched for once for all its atoms gives what each pair's own search gives: on every line
-/// of every fixture transcript, and on lines where one key carries several rules' values.
+/// of every fixture transcript, and on lines where one key carries several rules' values, spaced
+/// around its colon, or in a place a rule does not read.
 #[test]
 fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     let catalog = crate::rules::load(&[]).unwrap();
@@ -255,6 +256,12 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
         r#"{"type":"session_meta","payload":{"type":"message"}}"#,
         r#"{"type":"session_meta","payload":{"id":"x"}}"#,
         r#"{"type":"message","role":"assistant"}"#,
+        // A key and colon spaced; a value without its key before it.
+        "{\"type\" :\t\"response_item\",\"payload\":{\"type\"\n:\"message\",\"role\": \"user\"}}",
+        r#"{"type":"event_msg","payload":{"kind":"user_message","type":"x"}}"#,
+        r#"["user_message",{"type":"event_msg"},"type":"user_message"]"#,
+        r#"{"payload":{"type":"user_message"}}"#,
+        r#"{"type":"user_message","payload":"event_msg"}"#,
     ] {
         for at in [1, 2, 9] {
             check(t, &f, line.as_bytes(), at, "codex");

@@ -1,7 +1,7 @@
 //! Reads the head of one transcript and applies a rule set's field sources and record tests. Streams line
 //! by line and stops as soon as every field and test is settled, or at the rule's record/byte limits.
 
-use crate::rules::pruned::parse_pruned;
+use crate::rules::pruned::parse_pruned_value;
 use crate::rules::{RecordTest, RuleSet, SourceKind};
 use crate::util::lines::LineReader;
 use serde::Serialize;
@@ -160,7 +160,7 @@ pub fn scan_head<R: Read>(
         let Some(line) = reader.next_line()? else {
             break;
         };
-        let Some(record) = parse_pruned(line.bytes, &rule.head_reads) else {
+        let Some(record) = parse_pruned_value(line.bytes, &rule.head_reads) else {
             skipped_lines += 1;
             continue;
         };

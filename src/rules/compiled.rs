@@ -1,5 +1,6 @@
 //! What the engine runs: rule sets with globs built, JSONPaths parsed once and regexes compiled.
 
+use super::doc::{Doc, Node};
 use globset::GlobSet;
 use jsonpath_rust::parser::model::JpQuery;
 use regex::Regex;
@@ -116,27 +117,34 @@ pub struct TurnText {
 }
 
 impl TurnText {
-    pub fn applies(&self, record: &Value) -> bool {
+    pub fn applies<D: Doc>(&self, record: &D) -> bool {
         self.when.as_ref().is_none_or(|w| w.holds(record))
     }
 
     /// Whether `text` would give any: the same test, without joining the parts.
-    pub fn has_text(&self, record: &Value) -> bool {
+    pub fn has_text<D: Doc>(&self, record: &D) -> bool {
         self.text
             .iter()
             .any(|p| p.any(record, |v| v.as_str().is_some_and(|s| !s.trim().is_empty())))
     }
 
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
-    pub fn text(&self, record: &Value) -> Option<String> {
+    pub fn text<D: Doc>(&self, record: &D) -> Option<String> {
         self.text.iter().find_map(|p| {
-            let parts: Vec<&str> = p
-                .select(record)
-                .into_iter()
-                .filter_map(|v| v.as_str())
-                .filter(|s| !s.trim().is_empty())
-                .collect();
-            (!parts.is_empty()).then(|| parts.join("\n\n"))
+            let mut joined: Option<String> = None;
+            p.any(record, |v| {
+                if let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) {
+                    match &mut joined {
+                        Some(j) => {
+                            j.push_str("\n\n");
+                            j.push_str(s);
+                        }
+                        None => joined = Some(s.to_string()),
+                    }
+                }
+                false
+            });
+            joined
         })
     }
 }
@@ -169,13 +177,17 @@ impl RuleSet {
     }
 
     /// The time of one record: the first RFC 3339 string any `timestamps` path selects.
-    pub fn record_time(&self, record: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    pub fn record_time<D: Doc>(&self, record: &D) -> Option<chrono::DateTime<chrono::Utc>> {
         self.timestamps.iter().find_map(|p| {
-            p.select(record).into_iter().find_map(|v| {
-                chrono::DateTime::parse_from_rfc3339(v.as_str()?)
-                    .ok()
-                    .map(|t| t.with_timezone(&chrono::Utc))
-            })
+            let mut time = None;
+            p.any(record, |v| {
+                time = v
+                    .as_str()
+                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                    .map(|t| t.with_timezone(&chrono::Utc));
+                time.is_some()
+            });
+            time
         })
     }
 }
@@ -264,20 +276,26 @@ impl JsonPath {
         &self.query
     }
 
-    /// Whether `f` holds for a node the path selects in `record` (without collecting them when the
-    /// path has a fast form).
-    pub fn any<'a>(&self, record: &'a Value, mut f: impl FnMut(&'a Value) -> bool) -> bool {
+    /// Whether `f` holds for a node the path selects in `record`, asked in `select`'s order until it
+    /// does (without collecting them when the path has a fast form; a pruned record is made a `Value`
+    /// for one without).
+    pub fn any<D: Doc>(&self, record: &D, mut f: impl FnMut(Node<'_, D>) -> bool) -> bool {
         match &self.fast {
-            Some(fast) => fast.any(record, &mut f),
-            None => self.select(record).into_iter().any(f),
+            Some(fast) => fast.any(record, &mut |d| f(Node::Doc(d))),
+            None => record.with_value(|v| self.general(v).into_iter().any(|x| f(Node::Json(x)))),
         }
     }
 
     /// Every node the path selects in `record`.
     pub fn select<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
-        if let Some(f) = &self.fast {
-            return f.select(record);
+        match &self.fast {
+            Some(f) => f.select(record),
+            None => self.general(record),
         }
+    }
+
+    /// What `jsonpath_rust` selects.
+    fn general<'a>(&self, record: &'a Value) -> Vec<&'a Value> {
         match jsonpath_rust::query::js_path_process(&self.query, record) {
             Ok(refs) => refs.into_iter().map(|r| r.val()).collect(),
             Err(_) => Vec::new(),
@@ -298,12 +316,12 @@ pub enum Predicate {
 }
 
 impl Predicate {
-    pub fn holds(&self, record: &Value) -> bool {
+    pub fn holds<D: Doc>(&self, record: &D) -> bool {
         match self {
             Predicate::Exists(p) => p.any(record, |_| true),
             Predicate::Missing(p) => !p.any(record, |_| true),
-            Predicate::Equals(p, v) => p.any(record, |x| x == v),
-            Predicate::In(p, vs) => p.any(record, |x| vs.contains(x)),
+            Predicate::Equals(p, v) => p.any(record, |x| x.equals(v)),
+            Predicate::In(p, vs) => p.any(record, |x| vs.iter().any(|v| x.equals(v))),
             Predicate::Matches(p, re) => {
                 p.any(record, |x| x.as_str().is_some_and(|s| re.is_match(s)))
             }

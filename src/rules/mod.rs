@@ -3,6 +3,7 @@
 
 mod compile;
 pub mod compiled;
+pub mod doc;
 mod fastpath;
 pub mod needs;
 pub mod prefilter;

@@ -1,22 +1,31 @@
 //! A record parsed into only what the rules read (`rules::needs`; the turn reader and the head reader): members no rule reads are skipped
 //! by the parser without being built (`rules::scan`), so a 50 KB tool result costs a scan, not a tree.
 
+use super::doc::{Doc, Pruned};
+
 use super::needs::Need;
 use super::scan::{scan, Scan};
 use serde_json::Value;
 
 /// The line as a JSON object pruned to `need`, or None when it is not one (as `parse_object`): the
-/// line must be valid UTF-8 and valid JSON throughout, skipped members included.
-pub fn parse_pruned(bytes: &[u8], need: &Need) -> Option<Value> {
+/// line must be valid UTF-8 and valid JSON throughout, skipped members included. Its text without
+/// escapes is borrowed from the line (`rules::doc`).
+pub fn parse_pruned<'a>(bytes: &'a [u8], need: &Need) -> Option<Pruned<'a>> {
+    let whole = || crate::util::lines::parse_object(bytes).map(Pruned::from_value);
     if matches!(need, Need::All) {
-        return crate::util::lines::parse_object(bytes);
+        return whole();
     }
     match scan(bytes, need) {
         Ok(v) => v.is_object().then_some(v),
         Err(Scan::Invalid) => None,
         // A `\uD800`-`\uDFFF` escape: rare, and serde_json decides it.
-        Err(Scan::Unsure) => crate::util::lines::parse_object(bytes),
+        Err(Scan::Unsure) => whole(),
     }
+}
+
+/// `parse_pruned` as a `serde_json::Value` (a head's record).
+pub fn parse_pruned_value(bytes: &[u8], need: &Need) -> Option<Value> {
+    parse_pruned(bytes, need).map(|p| p.to_value())
 }
 
 #[cfg(test)]
@@ -71,7 +80,7 @@ mod tests {
         let need = &claude.turns.as_ref().unwrap().reads;
         let call = br#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/src/main.rs"}}]},"toolUseResult":{"stdout":"x"}}"#;
         assert_eq!(
-            parse_pruned(call, need),
+            parse_pruned_value(call, need),
             Some(
                 serde_json::json!({"type": "assistant", "message": {"id": "m1", "content": [
                 {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read"}]}})
@@ -79,7 +88,7 @@ mod tests {
         );
         let result = br#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#;
         assert_eq!(
-            parse_pruned(result, need),
+            parse_pruned_value(result, need),
             Some(
                 serde_json::json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}})
             )
@@ -87,7 +96,7 @@ mod tests {
         // A prompt written as a string is kept whole.
         let prompt = br#"{"type":"user","message":{"content":"Fix the build"}}"#;
         assert_eq!(
-            parse_pruned(prompt, need),
+            parse_pruned_value(prompt, need),
             crate::util::lines::parse_object(prompt)
         );
     }
@@ -100,7 +109,7 @@ mod tests {
         });
         let ok = br#"{"type":"user","big":{"x":[1,2,"three"]}}"#;
         assert_eq!(
-            parse_pruned(ok, &need),
+            parse_pruned_value(ok, &need),
             Some(serde_json::json!({"type": "user"}))
         );
         for bad in [
@@ -113,7 +122,7 @@ mod tests {
             b"   ",
         ] {
             assert_eq!(
-                parse_pruned(bad, &need),
+                parse_pruned_value(bad, &need),
                 None,
                 "{}",
                 String::from_utf8_lossy(bad)

@@ -9,8 +9,10 @@
 //! it builds) gives `Scan::Unsure`: the caller parses the line whole. Nesting deeper than serde_json's
 //! limit (127 open arrays or objects) is refused wherever it is, skipped members included.
 
+use super::doc::Pruned;
 use super::needs::Need;
-use serde_json::{Map, Value};
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// Why a line was not scanned to a value.
 #[derive(Debug, PartialEq)]
@@ -27,7 +29,7 @@ type R<T> = Result<T, Scan>;
 const MAX_DEPTH: u32 = 127;
 
 /// The whole of `bytes` as one JSON value (JSON whitespace around it), pruned to `need`.
-pub fn scan(bytes: &[u8], need: &Need) -> R<Value> {
+pub fn scan<'a>(bytes: &'a [u8], need: &Need) -> R<Pruned<'a>> {
     let mut s = Scanner { b: bytes, i: 0 };
     s.ws();
     let v = s.value(need, 0)?;
@@ -55,25 +57,32 @@ impl<'a> Scanner<'a> {
     }
 
     /// One value at `self.i` (no whitespace before it), kept as `need` says.
-    fn value(&mut self, need: &Need, depth: u32) -> R<Value> {
+    fn value(&mut self, need: &Need, depth: u32) -> R<Pruned<'a>> {
         let start = self.i;
         match (need, self.peek()?) {
             (Need::All, _) => {
                 self.skip(depth)?;
-                serde_json::from_slice(&self.b[start..self.i]).map_err(|_| Scan::Invalid)
+                self.serde(start)
             }
             (_, b'{') => self.object(need, depth + 1),
             (_, b'[') => self.array(need, depth + 1),
             (_, b'"') => {
                 let escaped = self.string()?;
-                self.string_value(start, escaped).map(Value::String)
+                self.string_value(start, escaped).map(Pruned::String)
             }
             (_, b'-' | b'0'..=b'9') => {
                 self.number()?;
-                serde_json::from_slice(&self.b[start..self.i]).map_err(|_| Scan::Invalid)
+                self.serde(start)
             }
             _ => self.literal(),
         }
+    }
+
+    /// The value from `start` to here, as serde_json reads it.
+    fn serde(&self, start: usize) -> R<Pruned<'a>> {
+        serde_json::from_slice::<Value>(&self.b[start..self.i])
+            .map(Pruned::from_value)
+            .map_err(|_| Scan::Invalid)
     }
 
     /// Steps into the array or object at `self.i`, at `depth`; whether it is empty (and stepped over).
@@ -88,10 +97,10 @@ impl<'a> Scanner<'a> {
         Ok(empty)
     }
 
-    fn object(&mut self, need: &Need, depth: u32) -> R<Value> {
-        let mut out = Map::new();
+    fn object(&mut self, need: &Need, depth: u32) -> R<Pruned<'a>> {
+        let mut out = Vec::new();
         if self.open(depth, b'}')? {
-            return Ok(Value::Object(out));
+            return Ok(Pruned::Object(out));
         }
         loop {
             if self.peek()? != b'"' {
@@ -99,7 +108,8 @@ impl<'a> Scanner<'a> {
             }
             let start = self.i;
             let escaped = self.string()?;
-            let raw = &self.b[start + 1..self.i - 1];
+            let b: &'a [u8] = self.b;
+            let raw = &b[start + 1..self.i - 1];
             // The key's bytes are checked UTF-8 already (`string`): a key no rule reads is not made text.
             let member = match escaped {
                 false => need.member_bytes(raw).map(|n| (None, n)),
@@ -119,14 +129,14 @@ impl<'a> Scanner<'a> {
                     let v = self.value(n, depth)?;
                     let k = match k {
                         Some(k) => k,
-                        None => utf8(raw)?.to_string(),
+                        None => Cow::Borrowed(utf8(raw)?),
                     };
-                    out.insert(k, v);
+                    out.push((k, v));
                 }
                 None => self.skip(depth)?,
             }
             if self.closed(b'}')? {
-                return Ok(Value::Object(out));
+                return Ok(Pruned::object(out));
             }
         }
     }
@@ -148,16 +158,16 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn array(&mut self, need: &Need, depth: u32) -> R<Value> {
+    fn array(&mut self, need: &Need, depth: u32) -> R<Pruned<'a>> {
         let el = need.element();
         let mut out = Vec::new();
         if self.open(depth, b']')? {
-            return Ok(Value::Array(out));
+            return Ok(Pruned::Array(out));
         }
         loop {
             out.push(self.value(el, depth)?);
             if self.closed(b']')? {
-                return Ok(Value::Array(out));
+                return Ok(Pruned::Array(out));
             }
         }
     }
@@ -291,11 +301,13 @@ impl<'a> Scanner<'a> {
     }
 
     /// The string that began at `start` and was just stepped over.
-    fn string_value(&self, start: usize, escaped: bool) -> R<String> {
-        let span = &self.b[start..self.i];
+    fn string_value(&self, start: usize, escaped: bool) -> R<Cow<'a, str>> {
+        let span: &'a [u8] = &self.b[start..self.i];
         match escaped {
-            false => Ok(utf8(&span[1..span.len() - 1])?.to_string()),
-            true => serde_json::from_slice(span).map_err(|_| Scan::Invalid),
+            false => Ok(Cow::Borrowed(utf8(&span[1..span.len() - 1])?)),
+            true => serde_json::from_slice(span)
+                .map(Cow::Owned)
+                .map_err(|_| Scan::Invalid),
         }
     }
 
@@ -346,14 +358,14 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn literal(&mut self) -> R<Value> {
+    fn literal(&mut self) -> R<Pruned<'a>> {
         let rest = &self.b[self.i..];
         let (v, n) = if rest.starts_with(b"true") {
-            (Value::Bool(true), 4)
+            (Pruned::Bool(true), 4)
         } else if rest.starts_with(b"false") {
-            (Value::Bool(false), 5)
+            (Pruned::Bool(false), 5)
         } else if rest.starts_with(b"null") {
-            (Value::Null, 4)
+            (Pruned::Null, 4)
         } else {
             return Err(Scan::Invalid);
         };

@@ -3,7 +3,7 @@
 //! cut and broken, and on the corners of the JSON grammar.
 
 use super::super::needs::Need;
-use super::super::pruned::parse_pruned;
+use super::super::pruned::parse_pruned_value as parse_pruned;
 use super::super::pruned_serde::parse_pruned_serde;
 use crate::util::lines::parse_object;
 

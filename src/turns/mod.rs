@@ -301,9 +301,12 @@ impl<'a> Reader<'a> {
             for t in self.turns.assistant.iter().filter(|t| t.applies(&record)) {
                 if let Some(text) = t.text(&record) {
                     let group = t.group.as_ref().and_then(|g| {
-                        g.select(&record)
-                            .into_iter()
-                            .find_map(|v| v.as_str().map(str::to_string))
+                        let mut group = None;
+                        g.any(&record, |v| {
+                            group = v.as_str().map(str::to_string);
+                            group.is_some()
+                        });
+                        group
                     });
                     self.b.assistant(line, &ts, group, text);
                     break;
@@ -313,13 +316,15 @@ impl<'a> Reader<'a> {
         // A count needs a tool only while the turn is unanswered (or none is open).
         let tools_matter =
             self.opts.keep != Keep::Counts || self.b.current.as_ref().is_none_or(|c| c.quiet());
-        for (when, name) in self.turns.tools.iter().filter(|_| tools_matter) {
+        let turns = self.turns;
+        for (when, name) in turns.tools.iter().filter(|_| tools_matter) {
             if when.as_ref().is_none_or(|w| w.holds(&record)) {
-                for v in name.select(&record) {
+                name.any(&record, |v| {
                     if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
                         self.b.tool(line, &ts, n.to_string());
                     }
-                }
+                    false
+                });
             }
         }
         if self

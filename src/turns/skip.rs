@@ -1,7 +1,7 @@
 //! The `skip` regions of a `turns` section: records that belong to no turn (a Claude sidechain, a
 //! Codex subagent's copied history), followed as the records go by.
 
-use serde_json::Value;
+use crate::rules::doc::Pruned;
 
 /// The `skip` regions of a `turns` section, as records go by.
 pub(super) struct Skipper<'a> {
@@ -26,7 +26,7 @@ impl<'a> Skipper<'a> {
         self.armed.iter().any(|a| !a)
     }
 
-    pub(super) fn arm(&mut self, record: &Value) {
+    pub(super) fn arm(&mut self, record: &Pruned) {
         for (s, armed) in self.skips.iter().zip(self.armed.iter_mut()) {
             if !*armed && s.after.as_ref().is_some_and(|a| a.holds(record)) {
                 *armed = true;
@@ -35,7 +35,7 @@ impl<'a> Skipper<'a> {
     }
 
     /// Whether `record` (on transcript line `line`) is inside a skipped region.
-    pub(super) fn skips(&mut self, line: u64, record: &Value) -> bool {
+    pub(super) fn skips(&mut self, line: u64, record: &Pruned) -> bool {
         if let Some(i) = self.open {
             if !self.skips[i].until.holds(record) {
                 return true;

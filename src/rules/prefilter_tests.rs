@@ -192,43 +192,45 @@ fn naive(n: &Need, line: &[u8]) -> bool {
     }
 }
 
+/// `f` asked about `line` (transcript line `at`) in every state says what each pair's own search says.
+fn check(t: &TurnsRule, f: &Prefilter, line: &[u8], at: u64, what: &str) {
+    let escape = |l: &[u8]| memchr::memmem::find(l, b"\\u").is_some();
+    let prompts = any(t.user.iter().map(|x| need_of(x.when.as_ref())).collect());
+    for armed in [true, false] {
+        let armed = vec![armed; t.skip.len()];
+        let arms = t
+            .skip
+            .iter()
+            .zip(&armed)
+            .any(|(s, a)| !*a && naive(&need_of(s.after.as_ref()), line));
+        let opens = t
+            .skip
+            .iter()
+            .zip(&armed)
+            .any(|(s, a)| *a && at >= s.earliest_line && naive(&need(&s.from), line));
+        for (prompts_only, content) in [(false, content_need(t)), (true, prompts.clone())] {
+            let expect = naive(&content, line) || opens || arms || escape(line);
+            let got = f.wanted(line, at, (None, &armed), prompts_only);
+            assert_eq!(got, expect, "{what}: {}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(f.may_arm(line, &armed), arms || escape(line), "{what}");
+        for (i, s) in t.skip.iter().enumerate() {
+            let expect = naive(&need(&s.until), line) || escape(line);
+            assert_eq!(
+                f.wanted(line, at, (Some(i), &armed), false),
+                expect,
+                "{what}"
+            );
+        }
+    }
+}
+
 /// A key searched for once for all its atoms gives what each pair's own search gives: on every line
 /// of every fixture transcript, and on lines where one key carries several rules' values, spaced
 /// around its colon, or in a place a rule does not read.
 #[test]
 fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     let catalog = crate::rules::load(&[]).unwrap();
-    let escape = |l: &[u8]| memchr::memmem::find(l, b"\\u").is_some();
-    let check = |t: &TurnsRule, f: &Prefilter, line: &[u8], at: u64, what: &str| {
-        let prompts = any(t.user.iter().map(|x| need_of(x.when.as_ref())).collect());
-        for armed in [true, false] {
-            let armed = vec![armed; t.skip.len()];
-            let arms = t
-                .skip
-                .iter()
-                .zip(&armed)
-                .any(|(s, a)| !*a && naive(&need_of(s.after.as_ref()), line));
-            let opens = t
-                .skip
-                .iter()
-                .zip(&armed)
-                .any(|(s, a)| *a && at >= s.earliest_line && naive(&need(&s.from), line));
-            for (prompts_only, content) in [(false, content_need(t)), (true, prompts.clone())] {
-                let expect = naive(&content, line) || opens || arms || escape(line);
-                let got = f.wanted(line, at, (None, &armed), prompts_only);
-                assert_eq!(got, expect, "{what}: {}", String::from_utf8_lossy(line));
-            }
-            assert_eq!(f.may_arm(line, &armed), arms || escape(line), "{what}");
-            for (i, s) in t.skip.iter().enumerate() {
-                let expect = naive(&need(&s.until), line) || escape(line);
-                assert_eq!(
-                    f.wanted(line, at, (Some(i), &armed), false),
-                    expect,
-                    "{what}"
-                );
-            }
-        }
-    };
     let mut lines = 0;
     for (path, i) in crate::util::testing::fixture_transcripts(&catalog) {
         let t = catalog.sets[i].turns.as_ref().unwrap();
@@ -272,4 +274,77 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     let meta = br#"{"type":"session_meta","payload":{"id":"x","base_instructions":"long"}}"#;
     assert!(!f.wanted(meta, 1, (None, &[true]), true));
     assert!(f.wanted(meta, 2, (None, &[true]), true));
+}
+
+/// A key, its value, a repeated or cut key and a `\u` at every place of short lines, for the shipped
+/// sets and for one whose keys begin with ten different letters: what each pair's own search says.
+#[test]
+fn a_key_is_found_wherever_it_falls_in_a_line() {
+    use crate::rules::compiled::{JsonPath, Predicate, TurnText};
+    let claude = shipped("claude");
+    let codex = shipped("codex");
+    let names = [
+        "alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel", "india", "juliet",
+    ];
+    let when = Predicate::Any(
+        names
+            .iter()
+            .map(|n| {
+                Predicate::Equals(
+                    JsonPath::parse(&format!("$.{n}")).unwrap(),
+                    serde_json::json!("x"),
+                )
+            })
+            .collect(),
+    );
+    let mut many = TurnsRule {
+        ignore: vec![],
+        merge_repeated_prompts: false,
+        skip: vec![],
+        user: vec![TurnText {
+            when: Some(when),
+            text: vec![JsonPath::parse("$.text").unwrap()],
+            group: None,
+            queued: false,
+        }],
+        assistant: vec![],
+        tools: vec![],
+        reads: crate::rules::needs::Need::All,
+        filter: None,
+    };
+    many.filter = Some(Prefilter::new(&many));
+    let sets = [
+        (claude.turns.as_ref().unwrap(), "claude"),
+        (codex.turns.as_ref().unwrap(), "codex"),
+        (&many, "many"),
+    ];
+    let pieces: [&str; 10] = [
+        r#"\u"#,
+        r#""type":"user""#,
+        r#""type" : "user_message""#,
+        r#""isSidechain":true"#,
+        r#""role":"user""#,
+        r#""type"type":"user""#,
+        r#""typ"#,
+        r#"\u0074"#,
+        r#""juliet":"x""#,
+        r#""india""india":"x""#,
+    ];
+    let mut tried = 0;
+    for (t, what) in sets {
+        let f = t.filter.as_ref().unwrap();
+        for len in [0, 1, 15, 16, 17, 31, 33, 40] {
+            for at in 0..=len {
+                for piece in pieces {
+                    let mut line = "a".repeat(len);
+                    line.insert_str(at, piece);
+                    for line in [line.clone(), format!("{{{line}}}"), format!("{line}\"")] {
+                        check(t, f, line.as_bytes(), 2, what);
+                        tried += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(tried > 3_000, "{tried}");
 }

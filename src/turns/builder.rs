@@ -3,8 +3,8 @@
 
 use super::skip::Skipper;
 use super::{
-    cut, Checkpoint, Keep, OpenTurn, Options, Prompt, TurnRecord, Turns, CHECKPOINT_PROMPT_BYTES,
-    DROP_OLDEST_ON_OVERFLOW,
+    cut, cut_str, Checkpoint, Keep, OpenTurn, Options, Prompt, TurnRecord, Turns,
+    CHECKPOINT_PROMPT_BYTES, DROP_OLDEST_ON_OVERFLOW,
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -16,8 +16,11 @@ pub(super) struct Builder<'a> {
     pub(super) current: Option<Current>,
     /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
     pub(super) queued: Vec<String>,
-    /// The first and the latest prompt, cut for the checkpoint.
+    /// The first and the latest prompt, cut for the checkpoint...
     pub(super) prompts: (Option<Prompt>, Option<Prompt>),
+    /// ...the latest kept as text until a checkpoint asks (a buffer reused prompt after prompt, not a
+    /// shared string made for each): `prompts.1` when None.
+    pub(super) latest: Option<String>,
     pub(super) out: Turns,
 }
 
@@ -57,16 +60,19 @@ impl<'a> Builder<'a> {
             dropped: None,
             dropped_turns: None,
         };
-        if let Some(u) = user {
+        if let Some(mut u) = user {
             self.out.user_turns += 1;
-            let hint: Prompt = cut(&u, CHECKPOINT_PROMPT_BYTES).0.into();
-            self.prompts.0.get_or_insert_with(|| hint.clone());
-            self.prompts.1 = Some(hint);
-            let (text, was_cut) = cut(&u, self.opts.user_max);
+            let hint = cut_str(&u, CHECKPOINT_PROMPT_BYTES).0;
+            self.prompts.0.get_or_insert_with(|| hint.into());
+            let latest = self.latest.get_or_insert_with(String::new);
+            latest.clear();
+            latest.push_str(hint);
+            let (kept, was_cut) = cut_str(&u, self.opts.user_max);
             if was_cut {
+                u.truncate(kept.len());
                 rec.truncated.push("user");
             }
-            rec.user = Some(text);
+            rec.user = Some(u);
         }
         self.current = Some(Current {
             rec,
@@ -82,6 +88,7 @@ impl<'a> Builder<'a> {
         self.out.total_turns = c.total_turns;
         self.queued = c.queued.clone();
         self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
+        self.latest = None;
         self.current = c.open.as_ref().map(|o| Current {
             rec: TurnRecord {
                 kind: "turn",
@@ -116,7 +123,10 @@ impl<'a> Builder<'a> {
             skip_open: skipper.open,
             armed: skipper.armed.clone(),
             first_prompt: self.prompts.0.clone(),
-            last_prompt: self.prompts.1.clone(),
+            last_prompt: match &self.latest {
+                Some(l) => Some(l.as_str().into()),
+                None => self.prompts.1.clone(),
+            },
         }
     }
 
@@ -129,19 +139,19 @@ impl<'a> Builder<'a> {
         queued: bool,
         merge: bool,
     ) {
-        let key = cut(&text, self.opts.user_max).0;
+        let key = cut_str(&text, self.opts.user_max).0;
         let quiet = |c: &Current| c.quiet();
         if queued {
-            self.queued.push(key.clone());
+            self.queued.push(key.to_string());
             if self.queued.len() > MAX_QUEUED {
                 self.queued.remove(0);
             }
-        } else if let Some(i) = self.queued.iter().position(|q| *q == key) {
+        } else if let Some(i) = self.queued.iter().position(|q| q == key) {
             // The queue delivers a prompt it wrote before: the same prompt. Still unanswered, its turn
             // moves to this record.
             self.queued.remove(i);
             if let Some(c) = self.current.as_mut().filter(|c| quiet(c)) {
-                if c.rec.user.as_deref() == Some(key.as_str()) {
+                if c.rec.user.as_deref() == Some(key) {
                     c.rec.line = line;
                     c.rec.ts = ts;
                 }
@@ -154,7 +164,7 @@ impl<'a> Builder<'a> {
             && self
                 .current
                 .as_ref()
-                .is_some_and(|c| quiet(c) && c.rec.user.as_deref() == Some(key.as_str()));
+                .is_some_and(|c| quiet(c) && c.rec.user.as_deref() == Some(key));
         if !repeat {
             self.start(line, ts, Some(text));
         }

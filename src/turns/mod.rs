@@ -150,14 +150,20 @@ pub struct OpenTurn {
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
 pub fn cut(s: &str, max: usize) -> (String, bool) {
+    let (kept, was_cut) = cut_str(s, max);
+    (kept.to_string(), was_cut)
+}
+
+/// `cut`, borrowed.
+pub fn cut_str(s: &str, max: usize) -> (&str, bool) {
     if s.len() <= max {
-        return (s.to_string(), false);
+        return (s, false);
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    (s[..end].to_string(), true)
+    (&s[..end], true)
 }
 
 /// Reads turns from `reader`, whose first line is line `first_line` of the transcript; lines after
@@ -212,6 +218,7 @@ impl<'a> Reader<'a> {
             current: None,
             queued: Vec::new(),
             prompts: (None, None),
+            latest: None,
             out: Turns::default(),
         };
         let mut skipper = Skipper::new(&turns.skip);

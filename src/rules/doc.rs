@@ -76,10 +76,15 @@ impl Doc for Value {
 impl Doc for Pruned<'_> {
     fn member(&self, name: &str) -> Option<&Self> {
         match self {
-            Pruned::Object(members) => members
+            // A kept object has a few members; one kept whole may have any number (sorted, each once).
+            Pruned::Object(members) if members.len() <= 16 => members
                 .iter()
                 .find(|(k, _)| same(k.as_bytes(), name.as_bytes()))
                 .map(|(_, v)| v),
+            Pruned::Object(members) => members
+                .binary_search_by(|(k, _)| (**k).cmp(name))
+                .ok()
+                .map(|i| &members[i].1),
             _ => None,
         }
     }
@@ -294,17 +299,30 @@ mod tests {
             "$.a.z",
             "$.a[?@.k == 'x'].v",
             "$..k",
+            "$.a.k",
+            "$.a.m07",
         ];
+        // An object of over 16 members, out of order, one name repeated.
+        let wide: String = (0..40).rev().map(|i| format!("\"m{i:02}\":{i},")).collect();
+        let wide = format!("{{\"a\":{{{wide}\"k\":\"x\",\"z\":\"y\",\"m07\":\"again\"}}}}");
         let lines = [
+            wide.as_str(),
             r#"{"b":"2","a":{"z":"1","y":"2","z":"3"},"a":{"z":"4","c":"5","b":"6"}}"#,
             r#"{"a":[{"k":"x","v":"1","k":"y"},{"v":"2","k":"x"},{"k":"x","v":"3","v":"4"}]}"#,
             r#"{"z":1,"y":[true,null],"x":{"k":"esc\u00e9\n"},"a":{"k":{"k":"deep"}}}"#,
         ];
-        for text in paths {
-            let path = JsonPath::parse(text).unwrap();
+        // Each path on the record pruned to what it reads alone, and to what they all read.
+        let mut all = Needs::default();
+        paths
+            .iter()
+            .for_each(|t| all.value(&JsonPath::parse(t).unwrap()));
+        let all = all.finish();
+        for (text, need) in paths.iter().flat_map(|t| {
             let mut n = Needs::default();
-            n.value(&path);
-            let need = n.finish();
+            n.value(&JsonPath::parse(t).unwrap());
+            [(*t, n.finish()), (*t, all.clone())]
+        }) {
+            let path = JsonPath::parse(text).unwrap();
             let exists = Predicate::Exists(JsonPath::parse(text).unwrap());
             for line in lines {
                 let p = parse_pruned(line.as_bytes(), &need).unwrap();

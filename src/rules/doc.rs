@@ -139,8 +139,8 @@ impl Doc for Pruned<'_> {
     }
 }
 
-/// A needed name and a line's key (few of each): the length and first byte settle most of them
-/// without a comparison call.
+/// Two member names (a needed one and a line's, or a path's and a record's): the length and first
+/// byte settle most of them without a comparison call.
 pub(super) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.first() == b.first() && a == b
 }

@@ -8,6 +8,7 @@
 //! the whole subtree.
 
 use super::compiled::{JsonPath, Predicate};
+use super::doc::same;
 use jsonpath_rust::parser::model::{
     Comparable, Comparison, Filter, FilterAtom, FnArg, Segment, Selector, SingularQuery,
     SingularQuerySegment, Test, TestFunction,
@@ -130,12 +131,6 @@ impl Need {
             }
         }
     }
-}
-
-/// A needed name and a line's key (few of each): the length and first byte settle most of them without
-/// a comparison call.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.first() == b.first() && a == b
 }
 
 /// A JSON value that no array or object equals.

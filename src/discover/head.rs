@@ -1,11 +1,11 @@
 //! Reads the head of one transcript and applies a rule set's field sources and record tests. Streams line
 //! by line and stops as soon as every field and test is settled, or at the rule's record/byte limits.
 
-use crate::rules::pruned::parse_pruned_value;
+use crate::rules::doc::Pruned;
+use crate::rules::pruned::parse_pruned;
 use crate::rules::{RecordTest, RuleSet, SourceKind};
 use crate::util::lines::LineReader;
 use serde::Serialize;
-use serde_json::Value;
 use std::io::{self, Read};
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,7 +68,7 @@ impl TestState {
         self.verdict.is_some() || self.closed.iter().all(|c| *c)
     }
 
-    fn apply(&mut self, tests: &[RecordTest], record: &Value, line: u64) {
+    fn apply(&mut self, tests: &[RecordTest], record: &Pruned, line: u64) {
         if self.verdict.is_some() {
             return;
         }
@@ -160,7 +160,7 @@ pub fn scan_head<R: Read>(
         let Some(line) = reader.next_line()? else {
             break;
         };
-        let Some(record) = parse_pruned_value(line.bytes, &rule.head_reads) else {
+        let Some(record) = parse_pruned(line.bytes, &rule.head_reads) else {
             skipped_lines += 1;
             continue;
         };

@@ -359,26 +359,24 @@ impl fmt::Display for Predicate {
 
 impl Source {
     /// The value this source reads from `record`, if any: the first non-empty string (or number).
-    pub fn extract(&self, record: &Value) -> Option<String> {
+    pub fn extract<D: Doc>(&self, record: &D) -> Option<String> {
         let SourceKind::Record { path, regex } = &self.kind else {
             return None;
         };
-        for node in path.select(record) {
-            let text = match node {
-                Value::String(s) if !s.is_empty() => s.clone(),
-                Value::Number(n) => n.to_string(),
-                _ => continue,
+        let mut found = None;
+        path.any(record, |node| {
+            let text = match (node.as_str(), node.number()) {
+                (Some(s), _) if !s.is_empty() => s.to_string(),
+                (_, Some(n)) => n.to_string(),
+                _ => return false,
             };
-            match regex {
-                None => return Some(text),
-                Some(re) => {
-                    if let Some(v) = capture(re, &text) {
-                        return Some(v);
-                    }
-                }
-            }
-        }
-        None
+            found = match regex {
+                None => Some(text),
+                Some(re) => capture(re, &text),
+            };
+            found.is_some()
+        });
+        found
     }
 }
 

@@ -32,6 +32,7 @@ pub trait Doc {
     /// Whether `f` holds for one of an array's elements or an object's member values, asked in order.
     fn any_child<'a>(&'a self, f: &mut dyn FnMut(&'a Self) -> bool) -> bool;
     fn as_str(&self) -> Option<&str>;
+    fn number(&self) -> Option<&Number>;
     fn is_object(&self) -> bool;
     /// Equal to `v` as serde_json compares values.
     fn equals(&self, v: &Value) -> bool;
@@ -58,6 +59,13 @@ impl Doc for Value {
 
     fn as_str(&self) -> Option<&str> {
         Value::as_str(self)
+    }
+
+    fn number(&self) -> Option<&Number> {
+        match self {
+            Value::Number(n) => Some(n),
+            _ => None,
+        }
     }
 
     fn is_object(&self) -> bool {
@@ -107,6 +115,13 @@ impl Doc for Pruned<'_> {
     fn as_str(&self) -> Option<&str> {
         match self {
             Pruned::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn number(&self) -> Option<&Number> {
+        match self {
+            Pruned::Number(n) => Some(n),
             _ => None,
         }
     }
@@ -213,10 +228,17 @@ impl<D: Doc> Node<'_, D> {
         }
     }
 
+    pub fn number(&self) -> Option<&Number> {
+        match self {
+            Node::Doc(d) => d.number(),
+            Node::Json(v) => v.number(),
+        }
+    }
+
     pub fn equals(&self, v: &Value) -> bool {
         match self {
             Node::Doc(d) => d.equals(v),
-            Node::Json(x) => *x == v,
+            Node::Json(x) => x.equals(v),
         }
     }
 }

@@ -2,10 +2,8 @@
 //! by the parser without being built (`rules::scan`), so a 50 KB tool result costs a scan, not a tree.
 
 use super::doc::{Doc, Pruned};
-
 use super::needs::Need;
 use super::scan::{scan, Scan};
-use serde_json::Value;
 
 /// The line as a JSON object pruned to `need`, or None when it is not one (as `parse_object`): the
 /// line must be valid UTF-8 and valid JSON throughout, skipped members included. Its text without
@@ -23,8 +21,9 @@ pub fn parse_pruned<'a>(bytes: &'a [u8], need: &Need) -> Option<Pruned<'a>> {
     }
 }
 
-/// `parse_pruned` as a `serde_json::Value` (a head's record).
-pub fn parse_pruned_value(bytes: &[u8], need: &Need) -> Option<Value> {
+/// `parse_pruned` as a `serde_json::Value`, for comparing with serde_json's parse.
+#[cfg(test)]
+pub fn parse_pruned_value(bytes: &[u8], need: &Need) -> Option<serde_json::Value> {
     parse_pruned(bytes, need).map(|p| p.to_value())
 }
 

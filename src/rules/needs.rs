@@ -84,18 +84,21 @@ impl Need {
 
     /// The need of an object member named `key`, None when it is not read.
     pub fn member(&self, key: &str) -> Option<&Need> {
-        self.member_bytes(key.as_bytes())
+        self.slot(key.as_bytes()).map(|(_, n)| n)
     }
 
-    /// As `member`, for a key as the line spells it (without an escape): no text is made of it.
-    pub fn member_bytes(&self, key: &[u8]) -> Option<&Need> {
+    /// As `member`, for a key as the line spells it (without an escape), with its slot: the key's place
+    /// among the named keys (which are sorted by name, as a record's members are), or `None` for a
+    /// member kept only because every member is (`elems`).
+    pub fn slot(&self, key: &[u8]) -> Option<(Option<usize>, &Need)> {
         match self {
-            Need::All => Some(self),
-            Need::Node { keys, elems } => keys
-                .iter()
-                .find(|(k, _)| same(k.as_bytes(), key))
-                .map(|(_, n)| n)
-                .or(elems.as_deref()),
+            Need::All => Some((None, self)),
+            Need::Node { keys, elems } => {
+                match keys.iter().position(|(k, _)| same(k.as_bytes(), key)) {
+                    Some(i) => Some((Some(i), &keys[i].1)),
+                    None => elems.as_deref().map(|n| (None, n)),
+                }
+            }
         }
     }
 

@@ -102,6 +102,9 @@ impl<'a> Scanner<'a> {
         if self.open(depth, b'}')? {
             return Ok(Pruned::Object(out));
         }
+        // Each kept member's slot, while every one has one and there are at most `SLOTS`: the need's
+        // keys are sorted by name, so the members are put in order by their slots, not their names.
+        let mut slots = Slots::default();
         loop {
             if self.peek()? != b'"' {
                 return Err(Scan::Invalid);
@@ -112,10 +115,10 @@ impl<'a> Scanner<'a> {
             let raw = &b[start + 1..self.i - 1];
             // The key's bytes are checked UTF-8 already (`string`): a key no rule reads is not made text.
             let member = match escaped {
-                false => need.member_bytes(raw).map(|n| (None, n)),
+                false => need.slot(raw).map(|(i, n)| (None, i, n)),
                 true => {
                     let k = self.string_value(start, true)?;
-                    need.member(&k).map(|n| (Some(k), n))
+                    need.slot(k.as_bytes()).map(|(i, n)| (Some(k), i, n))
                 }
             };
             self.ws();
@@ -125,18 +128,19 @@ impl<'a> Scanner<'a> {
             self.i += 1;
             self.ws();
             match member {
-                Some((k, n)) => {
+                Some((k, slot, n)) => {
                     let v = self.value(n, depth)?;
                     let k = match k {
                         Some(k) => k,
                         None => Cow::Borrowed(utf8(raw)?),
                     };
+                    slots.push(slot);
                     out.push((k, v));
                 }
                 None => self.skip(depth)?,
             }
             if self.closed(b'}')? {
-                return Ok(Pruned::object(out));
+                return Ok(slots.order(out));
             }
         }
     }
@@ -371,6 +375,61 @@ impl<'a> Scanner<'a> {
         };
         self.i += n;
         Ok(v)
+    }
+}
+
+/// At most this many kept members of an object are ordered by their slots; more by their names.
+const SLOTS: usize = 24;
+
+/// The slots of an object's kept members, in line order, while each has one (`n` is past `SLOTS`
+/// once one has none or there are too many).
+#[derive(Default)]
+struct Slots {
+    n: usize,
+    of: [u8; SLOTS],
+}
+
+impl Slots {
+    fn push(&mut self, slot: Option<usize>) {
+        match slot {
+            Some(s) if self.n < SLOTS && s <= u8::MAX as usize => {
+                self.of[self.n] = s as u8;
+                self.n += 1;
+            }
+            _ => self.n = SLOTS + 1,
+        }
+    }
+
+    /// The object of `members` (the kept ones, in line order): sorted by name and each name once, its
+    /// last value kept, as `Pruned::object` makes it, but by comparing slots, not names.
+    fn order<'a>(mut self, mut members: Vec<(Cow<'a, str>, Pruned<'a>)>) -> Pruned<'a> {
+        if self.n > SLOTS {
+            return Pruned::object(members);
+        }
+        let of = &mut self.of[..self.n];
+        // An insertion sort, stable: of repeats, the last in line order ends last.
+        for i in 1..of.len() {
+            let mut j = i;
+            while j > 0 && of[j - 1] > of[j] {
+                of.swap(j - 1, j);
+                members.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+        if of.windows(2).any(|w| w[0] == w[1]) {
+            let mut w = 0;
+            for r in 1..of.len() {
+                if of[r] == of[w] {
+                    members.swap(w, r);
+                } else {
+                    w += 1;
+                    of[w] = of[r];
+                    members.swap(w, r);
+                }
+            }
+            members.truncate(w + 1);
+        }
+        Pruned::Object(members)
     }
 }
 

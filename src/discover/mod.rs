@@ -260,6 +260,10 @@ impl<T: WalkItem> Walk<T> {
         let stats = &mut self.stats;
         // Each piece of the walk joins the list as it is: a second list of the root's files is never made.
         let pieces = walk_parallel(&at, stats).unwrap_or_else(|| vec![walk_sequential(&at, stats)]);
+        // Room for them all at once: grown by doubling, the list's last copy could be twice its length
+        // (at 100k rows of about 200 bytes, 26 MB where 20 MB is needed).
+        let more: usize = pieces.iter().map(|p| p.files.len()).sum();
+        self.found.files.reserve_exact(more);
         for mut piece in pieces {
             self.found.append(&mut piece);
         }

@@ -595,6 +595,52 @@ fn crash_after_the_agent_is_spawned() {
     crash_case("agent-spawned");
 }
 
+/// A worker killed after it started its agent but before the run record names the agent's process
+/// group: no sweep could find that agent to stop it, so it must never start (it would run beside the
+/// retry, in the same repo). The gate holds it until the record is written; the worker's death closes
+/// the gate, and the agent is never run. `stdin`: the agent profile's, when not the prompt.
+fn lost_before_the_agent_is_recorded(stdin: Option<&str>) {
+    let l = live_world(3);
+    if let Some(stdin) = stdin {
+        let config = l.w.almanac_home().join("config.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}stdin = \"{stdin}\"\n")).unwrap();
+    }
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    sweep_with_fault(&l, "agent-unrecorded");
+    // Time for an agent that was not held back to have run (the fake one takes milliseconds).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        l.calls().is_empty(),
+        "the agent of a worker lost before recording it ran: {:?}",
+        l.calls()
+    );
+    for _ in 0..3 {
+        l.summary();
+    }
+    let e = l.entry();
+    assert_eq!(e["status"], "done", "{e}");
+    assert_eq!(e["lastCapturedLine"], 3);
+    assert_eq!(l.calls().len(), 1, "captured once, by the retry");
+    let log = std::fs::read_to_string(l.runs().last().unwrap()["logPath"].as_str().unwrap());
+    let on_stdin = stdin.is_none();
+    assert_eq!(
+        log.unwrap().contains("(the prompt on stdin)"),
+        on_stdin,
+        "the profile's stdin was used"
+    );
+}
+
+#[test]
+fn a_worker_lost_before_it_records_its_agent_leaves_no_agent_running() {
+    lost_before_the_agent_is_recorded(None);
+}
+
+#[test]
+fn a_worker_lost_before_it_records_an_agent_without_stdin_leaves_none_running() {
+    lost_before_the_agent_is_recorded(Some("none"));
+}
+
 #[test]
 fn crash_before_the_cursor_commit() {
     crash_case("before-cursor-commit");

@@ -718,6 +718,26 @@ fn an_agent_missing_from_path_fails_the_run_with_its_name() {
     );
 }
 
+/// An agent program that cannot be executed fails the run saying so, as exec would, not as an exit
+/// code of the shell that holds the agent back until it is recorded.
+#[test]
+fn an_agent_that_cannot_be_executed_fails_the_run_saying_why() {
+    let l = live_world(1);
+    let agent = l.fake.join("fake-agent");
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    l.summary();
+    let e = l.entry();
+    assert_eq!(e["status"], "failed");
+    let err = e["lastError"].as_str().unwrap();
+    assert!(
+        err.contains(&format!("cannot start {}", agent.display()))
+            && err.contains("ermission denied"),
+        "{e}"
+    );
+    assert!(l.calls().is_empty());
+}
+
 #[test]
 fn the_default_claude_agent_gets_the_documented_argv() {
     let l = live_world(3);

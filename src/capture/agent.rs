@@ -394,6 +394,9 @@ fn spawn(
             def.name, argv[0], def.name
         ));
     };
+    // A relative program is the agent's working directory's, as exec after the chdir found it; made
+    // absolute, it is checked where it runs and never reads as an option to the gate's `exec`.
+    let program = repo.join(program);
     // What exec would refuse is told as before, not as the gate's exit code.
     if let Err(e) = executable(&program) {
         return Err(format!(

@@ -738,6 +738,30 @@ fn an_agent_that_cannot_be_executed_fails_the_run_saying_why() {
     assert!(l.calls().is_empty());
 }
 
+/// A relative program path in `command` is the repo's, where the agent runs; one that begins with `-`
+/// is a path too, not an option of the shell's `exec` that starts it.
+#[test]
+fn a_relative_agent_program_is_the_repos() {
+    let l = live_world(1);
+    let bin = l.repo.join("-tools");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(l.fake.join("fake-agent"), bin.join("agent")).unwrap();
+    std::fs::remove_file(l.fake.join("fake-agent")).unwrap();
+    let config = l.w.almanac_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace(
+        &l.fake.join("fake-agent").display().to_string(),
+        "-tools/agent",
+    );
+    std::fs::write(&config, text).unwrap();
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let (code, v) = l.sweep(&[]);
+    assert_eq!(code, 0, "{v}");
+    l.wait_idle();
+    assert_eq!(l.entry()["status"], "done", "{}", l.entry());
+    assert_eq!(l.calls().len(), 1);
+}
+
 #[test]
 fn the_default_claude_agent_gets_the_documented_argv() {
     let l = live_world(3);

@@ -144,7 +144,7 @@ pub fn invoke(
     repo: &Path,
     log: &File,
     limits: Limits,
-    mut on_session: impl FnMut(Learned<'_>),
+    mut on_session: impl FnMut(Learned<'_>) -> Result<(), String>,
 ) -> Outcome {
     let mut w = log;
     let prompt_text = match read_prompt(&record.prompt_path) {
@@ -166,7 +166,8 @@ pub fn invoke(
     vars.insert("run_id", record.run_id.clone());
     if def.session_id.preset {
         let id = crate::util::ids::uuid_v4();
-        on_session(Learned::Preset(&id));
+        // Its errors are noted where it is kept: the run goes on without it.
+        let _ = on_session(Learned::Preset(&id));
         vars.insert("session_id", id);
     }
     let argv = fill(&def.command, &vars);
@@ -227,7 +228,7 @@ pub fn run(
     repo: &Path,
     log: &File,
     limits: Limits,
-    on_learn: &mut impl FnMut(Learned<'_>),
+    on_learn: &mut impl FnMut(Learned<'_>) -> Result<(), String>,
 ) -> Outcome {
     let fail = |error: String| Outcome {
         exit_code: None,
@@ -259,10 +260,18 @@ pub fn run(
     };
     let pid = child.id();
     crate::util::fault::point("agent-unrecorded");
-    on_learn(Learned::Spawned(AgentProcess {
+    let recorded = on_learn(Learned::Spawned(AgentProcess {
         pgid: pid,
         start_time: crate::util::process::start_time(pid),
     }));
+    if let Err(e) = recorded {
+        // Still at its gate: the agent never starts, and nothing is left that no record names.
+        crate::util::process::kill_group(pid as i32, libc::SIGKILL);
+        let _ = child.wait();
+        return fail(format!(
+            "the agent was not started: its process group could not be recorded in the run record ({e})"
+        ));
+    }
     crate::util::fault::point("agent-spawned");
     let (tx, rx) = mpsc::channel::<Event>();
     let mut pipes = Pipes::new(BoundedLog::new(log_copy, limits.max_log_bytes));
@@ -298,7 +307,7 @@ pub fn run(
     std::thread::spawn(move || {
         let _ = tx.send(Event::Exited(child.wait().ok()));
     });
-    let mut on_id = |id: &str| on_learn(Learned::FromStdout(id));
+    let mut on_id = |id: &str| drop(on_learn(Learned::FromStdout(id)));
     let (status, timed_out) = wait(&rx, pid as i32, limits.timeout, &mut on_id);
     // Whatever the agent left running in its group goes with it.
     crate::util::process::kill_group(pid as i32, libc::SIGKILL);

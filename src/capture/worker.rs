@@ -366,23 +366,30 @@ fn persist_finished(runs: &Path, record: &RunRecord) {
 
 /// What the agent told about itself, recorded as it is learned. A preset session id goes to the journal
 /// (under the repo lock, synced) before the agent starts, so its transcript is known as ours even if
-/// the worker dies; the run record gets it with the agent's process group as soon as the agent starts.
+/// the worker dies; the run record gets it with the agent's process group as soon as the agent's
+/// process exists, and the agent is let start only once that is written (an `Err` keeps it from
+/// starting).
 fn learn(
     repo: &Path,
     runs: &Path,
     record: &mut RunRecord,
     held: &mut Held,
     learned: agent::Learned<'_>,
-) {
+) -> Result<(), String> {
     let id = match learned {
         agent::Learned::Spawned(p) => {
             record.agent_pid = Some(p.pgid);
             record.agent_process = Some(p);
-            // The agent already runs: never write through a link it may have put in place of runs/.
-            if ledger::guard::check_runs_dir(repo).is_ok() {
-                let _ = run::write(runs, record);
-            }
-            return;
+            // Never written through a link put in place of runs/ (by an agent that ran before).
+            ledger::guard::check_runs_dir(repo)?;
+            return crate::util::fault::disk_full("agent-record")
+                .and_then(|()| run::write(runs, record))
+                .map_err(|e| {
+                    format!(
+                        "cannot write {}: {e}",
+                        run::record_path(runs, &record.run_id).display()
+                    )
+                });
         }
         agent::Learned::Preset(id) | agent::Learned::FromStdout(id) => id,
     };
@@ -397,6 +404,7 @@ fn learn(
     {
         let _ = run::write(runs, record);
     }
+    Ok(())
 }
 
 /// Applies `f` to the ledger entry waiting for `record` (if it still is); the ledger is saved when due.

@@ -615,6 +615,7 @@ fn lost_before_the_agent_is_recorded(stdin: Option<&str>) {
         "the agent of a worker lost before recording it ran: {:?}",
         l.calls()
     );
+    assert!(gates_left(&l).is_empty(), "{:?}", gates_left(&l));
     for _ in 0..3 {
         l.summary();
     }
@@ -629,6 +630,45 @@ fn lost_before_the_agent_is_recorded(stdin: Option<&str>) {
         on_stdin,
         "the profile's stdin was used"
     );
+}
+
+/// The held-back agents of this world still waiting at their gate (`/bin/sh` reading its go line).
+fn gates_left(l: &Live) -> Vec<String> {
+    let agent = l.fake.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("almanac_gate") && c.contains(&agent))
+        .collect()
+}
+
+/// A run record that cannot be written when the agent's process exists (a full disk here): the agent
+/// is never let start, since a worker lost after that would leave it running unrecorded. The run
+/// fails saying why, and a later sweep captures the lines once.
+#[test]
+fn an_agent_whose_process_group_cannot_be_recorded_is_not_started() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let (code, v) = l.sweep(&[("ALMANAC_FAULT", "enospc-agent-record")]);
+    assert_eq!(code, 0, "{v}");
+    l.wait_idle();
+    assert!(l.calls().is_empty(), "{:?}", l.calls());
+    assert!(gates_left(&l).is_empty(), "{:?}", gates_left(&l));
+    let e = l.entry();
+    let err = e["lastError"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("the agent was not started") && err.contains("No space left"),
+        "{e}"
+    );
+    for _ in 0..3 {
+        l.summary();
+    }
+    let e = l.entry();
+    assert_eq!(e["status"], "done", "{e}");
+    assert_eq!(e["lastCapturedLine"], 3);
+    assert_eq!(l.calls().len(), 1, "captured once");
 }
 
 #[test]

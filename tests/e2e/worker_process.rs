@@ -140,9 +140,9 @@ fn an_agent_orphaned_by_a_killed_worker_never_runs_beside_a_second_one() {
     assert_eq!(code, 0, "{v}");
     let orphan = wait_for_pid(&l.fake.join("agent.pid"));
     let _cleanup = KillGroup(orphan);
-    // The worker records the agent's process group right after starting it; under load the agent can
-    // write its pid file first. Kill the worker only once the group is recorded (the gap before that
-    // is the documented limit of orphan tracking).
+    // The agent writes its pid file only once let through its gate, which the worker opens after
+    // recording the group; wait for the record anyway (a worker killed before it leaves no agent: see
+    // hostile::a_worker_lost_before_it_records_its_agent_leaves_no_agent_running).
     wait_for("the agent's process group in the run record", 30, || {
         l.runs()
             .first()

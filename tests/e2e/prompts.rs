@@ -103,6 +103,36 @@ fn exit_appended_after_a_capture_starts_no_run() {
     assert_eq!(l.entry()["lastCapturedLine"], 3);
 }
 
+/// `/exit` typed while the agent is busy: Claude Code 2.1.42 queues it as bare text, then removes it
+/// (the records of a real session, `corpus/claude/2.1.42/e8811ad6-…`, lines 978 and 983). A local
+/// command, not a prompt: it starts no run.
+#[test]
+fn exit_queued_while_the_agent_is_busy_starts_no_run() {
+    let l = live_world(3);
+    let first = l.lines(0..3);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    assert_eq!(items(&l.summary(), "started").len(), 1);
+    let sid = "5e551011-aaaa-4bbb-8ccc-000000000001";
+    let tail = format!(
+        "{{\"type\":\"queue-operation\",\"operation\":\"enqueue\",\"timestamp\":\"2026-02-15T06:21:31.674Z\",\"sessionId\":\"{sid}\",\"content\":\"/exit\"}}\n\
+         {{\"type\":\"queue-operation\",\"operation\":\"remove\",\"timestamp\":\"2026-02-15T06:21:37.753Z\",\"sessionId\":\"{sid}\"}}\n"
+    );
+    write_aged(&l.transcript, format!("{first}{tail}").as_bytes(), HOURS_2);
+    let s = l.summary();
+    let sk = find_by_path(&s, "skipped", &l.transcript).unwrap();
+    assert_eq!(sk["reason"], "no-new-content", "{s}");
+    assert_eq!(l.calls().len(), 1);
+    // A prompt queued the same way is one.
+    let more = tail.replace("/exit", "and the tests too");
+    write_aged(
+        &l.transcript,
+        format!("{first}{tail}{more}").as_bytes(),
+        HOURS_2,
+    );
+    assert_eq!(items(&l.summary(), "started").len(), 1);
+    assert_eq!(l.calls().len(), 2);
+}
+
 #[test]
 fn a_mid_turn_captures_tail_of_assistant_text_is_captured() {
     let l = live_world(3);

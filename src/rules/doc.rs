@@ -201,16 +201,22 @@ impl<'a> Pruned<'a> {
         if members.windows(2).any(|w| w[0].0 >= w[1].0) {
             // A stable sort keeps repeats in line order: the last of each run is the one kept.
             members.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut kept: Vec<(Cow<'a, str>, Pruned<'a>)> = Vec::with_capacity(members.len());
-            for m in members {
-                match kept.last_mut() {
-                    Some(last) if last.0 == m.0 => *last = m,
-                    _ => kept.push(m),
-                }
-            }
-            members = kept;
+            return Pruned::sorted_object(members);
         }
         Pruned::Object(members)
+    }
+
+    /// An object from members already sorted by name, stably (repeats in line order): each name once,
+    /// with its last value.
+    pub(super) fn sorted_object(members: Vec<(Cow<'a, str>, Pruned<'a>)>) -> Pruned<'a> {
+        let mut kept: Vec<(Cow<'a, str>, Pruned<'a>)> = Vec::with_capacity(members.len());
+        for m in members {
+            match kept.last_mut() {
+                Some(last) if last.0 == m.0 => *last = m,
+                _ => kept.push(m),
+            }
+        }
+        Pruned::Object(kept)
     }
 }
 

@@ -416,20 +416,11 @@ impl Slots {
                 j -= 1;
             }
         }
-        if of.windows(2).any(|w| w[0] == w[1]) {
-            let mut w = 0;
-            for r in 1..of.len() {
-                if of[r] == of[w] {
-                    members.swap(w, r);
-                } else {
-                    w += 1;
-                    of[w] = of[r];
-                    members.swap(w, r);
-                }
-            }
-            members.truncate(w + 1);
+        // Now sorted by name too (a slot is its name's place): a repeated name keeps its last value.
+        match of.windows(2).any(|w| w[0] == w[1]) {
+            true => Pruned::sorted_object(members),
+            false => Pruned::Object(members),
         }
-        Pruned::Object(members)
     }
 }
 

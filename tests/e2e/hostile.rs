@@ -610,19 +610,8 @@ fn lost_before_the_agent_is_recorded(stdin: Option<&str>) {
     sweep_with_fault(&l, "agent-unrecorded");
     // Time for an agent that was not held back to have run (the fake one takes milliseconds).
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        l.calls().is_empty(),
-        "the agent of a worker lost before recording it ran: {:?}",
-        l.calls()
-    );
-    assert!(gates_left(&l).is_empty(), "{:?}", gates_left(&l));
-    for _ in 0..3 {
-        l.summary();
-    }
-    let e = l.entry();
-    assert_eq!(e["status"], "done", "{e}");
-    assert_eq!(e["lastCapturedLine"], 3);
-    assert_eq!(l.calls().len(), 1, "captured once, by the retry");
+    no_agent_ran(&l);
+    captured_once_by_the_retry(&l);
     let log = std::fs::read_to_string(l.runs().last().unwrap()["logPath"].as_str().unwrap());
     let on_stdin = stdin.is_none();
     assert_eq!(
@@ -630,6 +619,23 @@ fn lost_before_the_agent_is_recorded(stdin: Option<&str>) {
         on_stdin,
         "the profile's stdin was used"
     );
+}
+
+/// No agent of this world ran, and none waits at its gate.
+fn no_agent_ran(l: &Live) {
+    assert!(l.calls().is_empty(), "an agent ran: {:?}", l.calls());
+    assert!(gates_left(l).is_empty(), "{:?}", gates_left(l));
+}
+
+/// Ordinary sweeps after a run that started no agent: the three lines captured, by one agent run.
+fn captured_once_by_the_retry(l: &Live) {
+    for _ in 0..3 {
+        l.summary();
+    }
+    let e = l.entry();
+    assert_eq!(e["status"], "done", "{e}");
+    assert_eq!(e["lastCapturedLine"], 3);
+    assert_eq!(l.calls().len(), 1, "captured once, by the retry");
 }
 
 /// The held-back agents of this world still waiting at their gate (`/bin/sh` reading its go line).
@@ -654,21 +660,14 @@ fn an_agent_whose_process_group_cannot_be_recorded_is_not_started() {
     let (code, v) = l.sweep(&[("ALMANAC_FAULT", "enospc-agent-record")]);
     assert_eq!(code, 0, "{v}");
     l.wait_idle();
-    assert!(l.calls().is_empty(), "{:?}", l.calls());
-    assert!(gates_left(&l).is_empty(), "{:?}", gates_left(&l));
+    no_agent_ran(&l);
     let e = l.entry();
     let err = e["lastError"].as_str().unwrap_or_default();
     assert!(
         err.contains("the agent was not started") && err.contains("No space left"),
         "{e}"
     );
-    for _ in 0..3 {
-        l.summary();
-    }
-    let e = l.entry();
-    assert_eq!(e["status"], "done", "{e}");
-    assert_eq!(e["lastCapturedLine"], 3);
-    assert_eq!(l.calls().len(), 1, "captured once");
+    captured_once_by_the_retry(&l);
 }
 
 #[test]

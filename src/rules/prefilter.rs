@@ -117,24 +117,81 @@ fn need_of(when: Option<&Predicate>) -> Need {
 #[derive(Debug)]
 pub struct Prefilter {
     /// A line that can start a turn, add assistant text or a tool.
-    content: Formula,
+    content: Terms,
     /// A line that can start a turn (a user rule's `when`): all a count needs once its turn is answered.
-    prompts: Formula,
+    prompts: Terms,
     /// Per skip: a line that can start its region (`from`), and the first line that may.
-    from: Vec<(Formula, u64)>,
+    from: Vec<(Terms, u64)>,
     /// Per skip: a line that can end its region (`until`) / arm it (`after`).
-    until: Vec<Formula>,
-    after: Vec<Formula>,
-    /// Per key: its searcher (the quoted key), and its atoms as (atom number, the value that must
-    /// follow the key and its colon).
-    keys: Vec<(Finder<'static>, Vec<KeyAtom>)>,
-    /// The atom numbers' keys.
-    key_of: Vec<usize>,
+    until: Vec<Terms>,
+    after: Vec<Terms>,
+    /// Per key: its searcher (the quoted key), and its atoms by the value that must follow the key
+    /// and its colon.
+    keys: Vec<(Finder<'static>, KeyAtoms)>,
     escape: Finder<'static>,
 }
 
-/// An atom of a key: its number, and the value that must follow the key and its colon.
-type KeyAtom = (usize, Option<Vec<u8>>);
+/// The atoms of one key, as bits of `Found::atoms`, by what must follow the key and its colon. Each
+/// occurrence of the key checks its string atoms by the one string there (its bytes up to the next
+/// quote, compared by length first) instead of testing every atom's value in turn: Codex's `"type"`
+/// has a dozen values and comes twice in every line.
+#[derive(Debug, Default)]
+struct KeyAtoms {
+    /// Atoms that need only the key and its colon (`exists`).
+    any: u128,
+    /// Atoms that need an opening quote after the colon (`matches`).
+    quote: u128,
+    /// String values without a backslash, quotes included, each with its atom's bit.
+    strings: Vec<(Vec<u8>, u128)>,
+    /// The longest of `strings`.
+    longest: usize,
+    /// Any other value (`true`, `false`, `null`, a string with an escape): its bytes must follow.
+    others: Vec<(Vec<u8>, u128)>,
+}
+
+impl KeyAtoms {
+    fn add(&mut self, atom: usize, value: Option<&str>) {
+        let bit = 1u128 << atom;
+        let Some(v) = value else {
+            self.any |= bit;
+            return;
+        };
+        let v = v.as_bytes();
+        let string = v.len() >= 2 && v[0] == b'"' && v[v.len() - 1] == b'"';
+        if v == b"\"" {
+            self.quote |= bit;
+        } else if string && !v[1..v.len() - 1].iter().any(|b| matches!(b, b'"' | b'\\')) {
+            self.longest = self.longest.max(v.len());
+            self.strings.push((v.to_vec(), bit));
+        } else {
+            self.others.push((v.to_vec(), bit));
+        }
+    }
+
+    /// The atoms that hold where the key's colon is followed by `rest` (JSON whitespace skipped).
+    fn found(&self, rest: &[u8]) -> u128 {
+        let mut found = self.any;
+        if rest.first() == Some(&b'"') {
+            found |= self.quote;
+            // The string's bytes up to its closing quote: a string value matches only all of them.
+            let within = &rest[..rest.len().min(self.longest)];
+            if let Some(end) = within.iter().skip(1).position(|b| *b == b'"') {
+                let s = &within[..end + 2];
+                for (v, bit) in &self.strings {
+                    if v.len() == s.len() && v.as_slice() == s {
+                        found |= bit;
+                    }
+                }
+            }
+        }
+        for (v, bit) in &self.others {
+            if starts(rest, v) {
+                found |= bit;
+            }
+        }
+        found
+    }
+}
 
 /// A `Need` over atoms: bit `i` is set once atom `i`'s key and value were found in the line.
 #[derive(Debug)]
@@ -143,6 +200,76 @@ enum Formula {
     Atom(usize),
     All(Vec<Formula>),
     Any(Vec<Formula>),
+}
+
+/// A formula as what is searched: it holds when one of its terms does, and a term when every atom
+/// of it was found. A term lists its keys in the order the formula asks for them, each with the atoms
+/// it needs of that key, so a line is searched for a key only while the term can still hold (as the
+/// formula's own `All` stops at its first part that fails). Evaluating a tree of `All` and `Any` on
+/// every line cost more than the searches it saved (a recursive call and a 128-bit shift per atom).
+#[derive(Debug)]
+struct Terms(Vec<Term>);
+
+#[derive(Debug, Clone, Default)]
+struct Term(Vec<(usize, u128)>);
+
+/// A formula with more terms than this (an `All` of many `Any`s multiplies them) asks for every line:
+/// parsing it is always correct, only slower.
+const MAX_TERMS: usize = 64;
+
+impl Terms {
+    fn always() -> Terms {
+        Terms(vec![Term::default()])
+    }
+
+    fn of(f: &Formula, key_of: &[usize]) -> Terms {
+        Terms::expand(f, key_of).map_or_else(Terms::always, Terms)
+    }
+
+    fn expand(f: &Formula, key_of: &[usize]) -> Option<Vec<Term>> {
+        Some(match f {
+            Formula::Always => vec![Term::default()],
+            Formula::Atom(i) => vec![Term(vec![(key_of[*i], 1u128 << i)])],
+            Formula::Any(fs) => {
+                let mut out = Vec::new();
+                for f in fs {
+                    out.extend(Terms::expand(f, key_of)?);
+                    if out.len() > MAX_TERMS {
+                        return None;
+                    }
+                }
+                out
+            }
+            Formula::All(fs) => {
+                let mut out = vec![Term::default()];
+                for f in fs {
+                    let parts = Terms::expand(f, key_of)?;
+                    if out.len() * parts.len() > MAX_TERMS {
+                        return None;
+                    }
+                    out = out
+                        .iter()
+                        .flat_map(|t| parts.iter().map(move |p| t.and(p)))
+                        .collect();
+                }
+                out
+            }
+        })
+    }
+}
+
+impl Term {
+    /// Both terms' atoms, keys in the order they are first asked for.
+    fn and(&self, other: &Term) -> Term {
+        let mut t = self.clone();
+        for &(k, m) in &other.0 {
+            match t.0.iter_mut().find(|(x, _)| *x == k) {
+                Some((_, atoms)) => *atoms |= m,
+                None => t.0.push((k, m)),
+            }
+        }
+        t
+    }
 }
 
 /// At most this many atoms (distinct key and value pairs) and keys; a `Pair` beyond them is `Always`.
@@ -208,44 +335,43 @@ impl Prefilter {
         let mut atoms = Atoms::default();
         let content = atoms.compile(&content);
         let prompts = atoms.compile(&prompts);
-        let from = turns
+        let from: Vec<(Formula, u64)> = turns
             .skip
             .iter()
             .map(|s| (atoms.compile(&need(&s.from)), s.earliest_line))
             .collect();
-        let until = turns
+        let until: Vec<Formula> = turns
             .skip
             .iter()
             .map(|s| atoms.compile(&need(&s.until)))
             .collect();
-        let after = turns
+        let after: Vec<Formula> = turns
             .skip
             .iter()
             .map(|s| atoms.compile(&need_of(s.after.as_ref())))
             .collect();
-        let mut keys: Vec<(Finder<'static>, Vec<KeyAtom>)> = atoms
+        let key_of: Vec<usize> = atoms.pairs.iter().map(|(k, _)| *k).collect();
+        let terms = |f: &Formula| Terms::of(f, &key_of);
+        let mut keys: Vec<(Finder<'static>, KeyAtoms)> = atoms
             .keys
             .iter()
             .map(|k| {
                 (
                     Finder::new(format!("\"{k}\"").as_bytes()).into_owned(),
-                    Vec::new(),
+                    KeyAtoms::default(),
                 )
             })
             .collect();
         for (i, (k, v)) in atoms.pairs.iter().enumerate() {
-            keys[*k]
-                .1
-                .push((i, v.as_ref().map(|v| v.as_bytes().to_vec())));
+            keys[*k].1.add(i, v.as_deref());
         }
         Prefilter {
-            content,
-            prompts,
-            from,
-            until,
-            after,
+            content: terms(&content),
+            prompts: terms(&prompts),
+            from: from.iter().map(|(f, e)| (terms(f), *e)).collect(),
+            until: until.iter().map(terms).collect(),
+            after: after.iter().map(terms).collect(),
             keys,
-            key_of: atoms.pairs.iter().map(|(k, _)| *k).collect(),
             escape: Finder::new(b"\\u").into_owned(),
         }
     }
@@ -301,39 +427,36 @@ impl Prefilter {
             .any(|(armed, a)| !*armed && self.holds(a, line, f))
     }
 
-    /// Whether `line` holds what `formula` needs, searching it for a key the first time an atom of that
+    /// Whether `line` holds what `terms` need, searching it for a key the first time an atom of that
     /// key is asked about: every occurrence, for all the key's atoms at once.
-    fn holds(&self, formula: &Formula, line: &[u8], f: &mut Found) -> bool {
-        match formula {
-            Formula::Always => true,
-            Formula::Atom(i) => {
-                let k = self.key_of[*i];
+    fn holds(&self, terms: &Terms, line: &[u8], f: &mut Found) -> bool {
+        terms.0.iter().any(|t| {
+            t.0.iter().all(|&(k, atoms)| {
                 if f.searched & (1 << k) == 0 {
                     f.searched |= 1 << k;
-                    let (finder, atoms) = &self.keys[k];
+                    let (finder, of_key) = &self.keys[k];
                     for at in finder.find_iter(line) {
                         // What follows the key's colon, once for all its atoms.
-                        let Some(rest) = after_colon(&line[at + finder.needle().len()..]) else {
-                            continue;
-                        };
-                        for (i, value) in atoms {
-                            if value.as_deref().is_none_or(|v| starts(rest, v)) {
-                                f.atoms |= 1 << i;
-                            }
+                        if let Some(rest) = after_colon(&line[at + finder.needle().len()..]) {
+                            f.atoms |= of_key.found(rest);
                         }
                     }
                 }
-                f.atoms & (1 << i) != 0
-            }
-            Formula::All(fs) => fs.iter().all(|x| self.holds(x, line, f)),
-            Formula::Any(fs) => fs.iter().any(|x| self.holds(x, line, f)),
-        }
+                f.atoms & atoms == atoms
+            })
+        })
     }
 }
 
 /// The bytes after JSON whitespace, `:` and JSON whitespace at the start of `rest`, if it has them.
 fn after_colon(rest: &[u8]) -> Option<&[u8]> {
     let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    // Compact JSON, as the clients write it: the colon, then the value.
+    if let [b':', next, ..] = rest {
+        if !ws(next) {
+            return Some(&rest[1..]);
+        }
+    }
     let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
     let rest = rest.strip_prefix(b":")?;
     Some(&rest[rest.iter().take_while(|b| ws(b)).count()..])

@@ -348,3 +348,90 @@ fn a_key_is_found_wherever_it_falls_in_a_line() {
     }
     assert!(tried > 3_000, "{tried}");
 }
+
+/// Formulas the shipped sets do not have, each line checked against every pair's own search: an `Any`
+/// inside an `All` (its terms multiplied out), an `All` of so many `Any`s that it has more terms than
+/// are kept (every line is then parsed), and values matched other than as a plain string (a string
+/// with an escaped quote, `true`, `null`, a key that must only exist, a string that must only open).
+#[test]
+fn nested_and_wide_formulas_give_what_each_pairs_own_search_gives() {
+    use crate::rules::compiled::{JsonPath, Predicate, TurnText};
+    let path = |p: &str| JsonPath::parse(p).unwrap();
+    let eq = |p: &str, v: serde_json::Value| Predicate::Equals(path(p), v);
+    let nested = Predicate::All(vec![
+        Predicate::Any(vec![eq("$.a", "x".into()), eq("$.b", true.into())]),
+        Predicate::Any(vec![
+            eq("$.c", "q\"r".into()),
+            eq("$.a", serde_json::Value::Null),
+            Predicate::Exists(path("$.d")),
+        ]),
+        Predicate::Matches(path("$.e"), regex::Regex::new("^z").unwrap()),
+    ]);
+    // Seven `Any`s of two: 128 terms.
+    let wide = Predicate::All(
+        (0..7)
+            .map(|i| {
+                Predicate::Any(vec![
+                    eq(&format!("$.k{i}"), "x".into()),
+                    eq(&format!("$.k{i}"), "y".into()),
+                ])
+            })
+            .collect(),
+    );
+    for (when, what) in [(nested, "nested"), (wide, "wide")] {
+        let mut t = TurnsRule {
+            ignore: vec![],
+            merge_repeated_prompts: false,
+            skip: vec![],
+            user: vec![TurnText {
+                when: Some(when),
+                text: vec![path("$.text")],
+                group: None,
+                queued: false,
+            }],
+            assistant: vec![],
+            tools: vec![],
+            reads: crate::rules::needs::Need::All,
+            filter: None,
+        };
+        t.filter = Some(Prefilter::new(&t));
+        let f = t.filter.as_ref().unwrap();
+        let parts = [
+            r#""a":"x""#,
+            r#""a":"xy""#,
+            r#""a":null"#,
+            r#""b":true"#,
+            r#""b":"true""#,
+            r#""c":"q\"r""#,
+            r#""c":"q\"s""#,
+            r#""d":1"#,
+            r#""e":"w""#,
+            r#""e":5"#,
+            r#""k0":"x""#,
+        ];
+        let mut tried = 0;
+        // Every line of up to three parts: which atoms a line holds decides it.
+        for i in 0..parts.len() {
+            for j in 0..parts.len() {
+                for k in 0..parts.len() {
+                    let line = format!("{{{},{},{}}}", parts[i], parts[j], parts[k]);
+                    match what {
+                        "wide" => assert!(f.wanted(line.as_bytes(), 2, (None, &[]), false)),
+                        _ => check(&t, f, line.as_bytes(), 2, what),
+                    }
+                    tried += 1;
+                }
+            }
+        }
+        assert_eq!(tried, 1331);
+        // The wide formula has too many terms to keep: it asks for every line (above), even one a
+        // search would reject.
+        if what == "wide" {
+            assert!(!naive(&content_need(&t), b"{}"));
+            assert!(f.wanted(b"{}", 2, (None, &[]), false));
+        } else {
+            assert!(!f.wanted(br#"{"a":"x","e":"w"}"#, 2, (None, &[]), false));
+            assert!(f.wanted(br#"{"a":"x","d":0,"e":"w"}"#, 2, (None, &[]), false));
+        }
+    }
+}

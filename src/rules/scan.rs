@@ -257,9 +257,10 @@ impl<'a> Scanner<'a> {
     /// Steps over the string at `self.i` (its opening quote), checking it as serde_json does: no
     /// control character, valid escapes, valid UTF-8. Whether it holds an escape.
     ///
-    /// Most strings of a record are keys and short values of ASCII: one vector compare finds their
-    /// closing quote, inline. The general step (`string_at`) is a call whose entry and exit cost more
-    /// than such a string's check (a prompt line has two dozen strings).
+    /// Most strings of a record are keys and values of plain ASCII (ids, times, paths, text without a
+    /// newline): a vector compare per 16 bytes finds their closing quote, inline. The general step
+    /// (`string_at`) is a call whose entry and exit cost more than a short string's check (a prompt
+    /// line has two dozen strings).
     #[inline(always)]
     fn string(&mut self) -> R<bool> {
         if let Some(len) = short_ascii(self.b, self.i + 1) {
@@ -438,32 +439,40 @@ impl Slots {
     }
 }
 
-/// The length of the string whose text starts at `i` in `b`, when its closing quote is among the 16
-/// bytes from there and every byte before it is plain ASCII (no backslash, no control character, no
-/// byte over 0x7f): such a string is checked whole by this one compare.
+/// The length of the string whose text starts at `i` in `b`, when every byte before its closing quote
+/// is plain ASCII (no backslash, no control character, no byte over 0x7f): such a string is checked
+/// whole by one vector compare per 16 bytes. None for anything else (the general step decides it,
+/// from the start), and within 16 bytes of the line's end.
 #[inline(always)]
 fn short_ascii(b: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
-        if i + 16 > b.len() {
-            return None;
-        }
-        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes `b[i..i + 16]` (checked above).
-        unsafe {
-            let x = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
-            let quote = _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8))) as u32;
-            if quote == 0 {
+        let mut j = i;
+        while j + 16 <= b.len() {
+            // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes `b[j..j + 16]` (checked
+            // above).
+            let (quote, bad) = unsafe {
+                let x = _mm_loadu_si128(b.as_ptr().add(j).cast::<__m128i>());
+                let quote = _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8))) as u32;
+                let control = _mm_set1_epi8(0x1f);
+                let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
+                let odd = _mm_or_si128(low, _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)));
+                (
+                    quote,
+                    _mm_movemask_epi8(odd) as u32 | _mm_movemask_epi8(x) as u32,
+                )
+            };
+            if quote != 0 {
+                let at = quote.trailing_zeros();
+                return (bad & ((1u32 << at) - 1) == 0).then_some(j - i + at as usize);
+            }
+            if bad != 0 {
                 return None;
             }
-            let at = quote.trailing_zeros();
-            let control = _mm_set1_epi8(0x1f);
-            let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
-            let odd = _mm_or_si128(low, _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)));
-            let before = (1u32 << at) - 1;
-            let bad = (_mm_movemask_epi8(odd) as u32 | _mm_movemask_epi8(x) as u32) & before;
-            (bad == 0).then_some(at as usize)
+            j += 16;
         }
+        None
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

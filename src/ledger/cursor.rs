@@ -70,8 +70,8 @@ pub fn scan_lines<R: Read>(
     let mut boundaries = Vec::new();
     let mut last_boundary = cursor;
     // Under the allocator's fixed mmap threshold (src/main.rs): a buffer above it was a fresh mapping,
-    // and its page faults, for every transcript a cold sweep scans.
-    let mut buf = vec![0u8; 64 * 1024];
+    // and its page faults, for every transcript a cold sweep scans. The thread's own, when free.
+    let mut buf = crate::util::lines::ReadBuffer::new(64 * 1024);
     let mut hasher = Sha256::new();
     let mut pos: u64 = 0;
     let mut at_cursor: Option<Sha256> = if cursor == 0 {
@@ -297,6 +297,51 @@ mod tests {
         // Shorter than the cursor: no prefix hash.
         assert_eq!(scan(&b"a"[..], 2).unwrap().hash_at_cursor, None);
         assert_eq!(scan(&b""[..], 0).unwrap().hash_at_end, EMPTY_HASH);
+    }
+
+    /// Scans reuse their thread's read buffer: one after a longer file's, and one run from inside
+    /// another's line callback (which then reads into a buffer of its own), see only their own bytes.
+    #[test]
+    fn a_reused_read_buffer_holds_nothing_of_the_last_scan() {
+        let lines = |s: &[u8]| {
+            let mut out = Vec::new();
+            scan_lines(
+                s,
+                0,
+                true,
+                None,
+                Some(&mut |l, end, n, _| out.push((l.to_vec(), end, n))),
+            )
+            .map(|scan| (scan.new_lines, scan.complete_end, scan.hash_at_end))
+            .map(|scan| (scan, out))
+            .unwrap()
+        };
+        let long: Vec<u8> = (0..20_000)
+            .flat_map(|i| format!("{{\"n\":{i}}}\n").into_bytes())
+            .collect();
+        let short = b"{\"a\":1}\npartial";
+        let fresh = lines(short);
+        assert_eq!(fresh.0, (1, 8, sha(b"{\"a\":1}\n")));
+        assert_eq!(fresh.1, vec![(b"{\"a\":1}".to_vec(), 8, 1)]);
+        lines(&long);
+        assert_eq!(lines(short), fresh);
+        // Nested: the inner scan runs while the outer one holds the thread's buffer.
+        let mut inner = Vec::new();
+        let outer = scan_lines(
+            &long[..],
+            0,
+            false,
+            None,
+            Some(&mut |_, _, n, _| {
+                if n % 5000 == 0 {
+                    inner.push(lines(short));
+                }
+            }),
+        )
+        .unwrap();
+        assert_eq!(outer.new_lines, 20_000);
+        assert_eq!(inner, vec![fresh.clone(); 4]);
+        assert_eq!(lines(short), fresh);
     }
 
     #[test]

@@ -275,12 +275,18 @@ impl Term {
 /// At most this many atoms (distinct key and value pairs) and keys; a `Pair` beyond them is `Always`.
 const MAX_ATOMS: usize = 128;
 
-/// What one line's search knows so far: which keys it searched for, and the atoms it found.
+/// What one line's search knows so far: which keys it searched the whole line for, the atoms it
+/// found, and for each of the first `RESUMED` keys where its search stopped (0: not begun).
 #[derive(Default)]
 struct Found {
     searched: u128,
     atoms: u128,
+    resume: [usize; RESUMED],
 }
+
+/// A search for one of the first this many keys stops once the term asking has its atoms, and goes on
+/// from there if another term asks for more; a later key's search reads the whole line at once.
+const RESUMED: usize = 8;
 
 /// Numbers the pairs of the needs it compiles: the same key and value is one atom.
 #[derive(Default)]
@@ -431,20 +437,38 @@ impl Prefilter {
     /// key is asked about: every occurrence, for all the key's atoms at once.
     fn holds(&self, terms: &Terms, line: &[u8], f: &mut Found) -> bool {
         terms.0.iter().any(|t| {
-            t.0.iter().all(|&(k, atoms)| {
-                if f.searched & (1 << k) == 0 {
-                    f.searched |= 1 << k;
-                    let (finder, of_key) = &self.keys[k];
-                    for at in finder.find_iter(line) {
-                        // What follows the key's colon, once for all its atoms.
-                        if let Some(rest) = after_colon(&line[at + finder.needle().len()..]) {
-                            f.atoms |= of_key.found(rest);
-                        }
+            t.0.iter()
+                .all(|&(k, atoms)| f.atoms & atoms == atoms || self.search(k, atoms, line, f))
+        })
+    }
+}
+
+impl Prefilter {
+    /// Searches `line` on for key `k` (every occurrence, for all its atoms at once) until `atoms` are
+    /// all found; whether they were. A line a rule wants usually has its record's `"type"` near the
+    /// start, and a tool result's text need not be searched past it.
+    fn search(&self, k: usize, atoms: u128, line: &[u8], f: &mut Found) -> bool {
+        if f.searched & (1 << k) != 0 {
+            return false;
+        }
+        let (finder, of_key) = &self.keys[k];
+        let n = finder.needle().len();
+        let mut from = f.resume.get(k).copied().unwrap_or(0);
+        while let Some(at) = finder.find(&line[from..]).map(|at| from + at) {
+            from = at + n;
+            // What follows the key's colon, once for all its atoms.
+            if let Some(rest) = after_colon(&line[from..]) {
+                f.atoms |= of_key.found(rest);
+                if f.atoms & atoms == atoms {
+                    if let Some(r) = f.resume.get_mut(k) {
+                        *r = from;
+                        return true;
                     }
                 }
-                f.atoms & atoms == atoms
-            })
-        })
+            }
+        }
+        f.searched |= 1 << k;
+        f.atoms & atoms == atoms
     }
 }
 

@@ -258,12 +258,12 @@ impl<'a> Scanner<'a> {
     /// control character, valid escapes, valid UTF-8. Whether it holds an escape.
     ///
     /// Most strings of a record are keys and values of plain ASCII (ids, times, paths, text without a
-    /// newline): a vector compare per 16 bytes finds their closing quote, inline. The general step
+    /// newline): a vector step per 16 bytes finds their closing quote, inline (`plain_ascii`). The general step
     /// (`string_at`) is a call whose entry and exit cost more than a short string's check (a prompt
     /// line has two dozen strings).
     #[inline(always)]
     fn string(&mut self) -> R<bool> {
-        if let Some(len) = short_ascii(self.b, self.i + 1) {
+        if let Some(len) = plain_ascii(self.b, self.i + 1) {
             self.i += len + 2;
             return Ok(false);
         }
@@ -439,30 +439,40 @@ impl Slots {
     }
 }
 
+/// The 16 bytes of `b` at `i` (`i + 16 <= b.len()`) as bit masks, bit `n` for byte `i + n`: its quotes,
+/// its backslashes and control characters, and its bytes over 0x7f. The one vector step of both
+/// string steps.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn block(b: &[u8], i: usize) -> (u32, u32, u32) {
+    use std::arch::x86_64::*;
+    assert!(i + 16 <= b.len());
+    // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes `b[i..i + 16]` (asserted above).
+    unsafe {
+        let x = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
+        let control = _mm_set1_epi8(0x1f);
+        let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
+        let odd = _mm_or_si128(low, _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)));
+        (
+            _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8))) as u32,
+            _mm_movemask_epi8(odd) as u32,
+            _mm_movemask_epi8(x) as u32,
+        )
+    }
+}
+
 /// The length of the string whose text starts at `i` in `b`, when every byte before its closing quote
 /// is plain ASCII (no backslash, no control character, no byte over 0x7f): such a string is checked
-/// whole by one vector compare per 16 bytes. None for anything else (the general step decides it,
-/// from the start), and within 16 bytes of the line's end.
+/// whole by one vector step per 16 bytes. None for anything else (the general step decides it, from
+/// the start), and within 16 bytes of the line's end.
 #[inline(always)]
-fn short_ascii(b: &[u8], i: usize) -> Option<usize> {
+fn plain_ascii(b: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::*;
         let mut j = i;
         while j + 16 <= b.len() {
-            // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes `b[j..j + 16]` (checked
-            // above).
-            let (quote, bad) = unsafe {
-                let x = _mm_loadu_si128(b.as_ptr().add(j).cast::<__m128i>());
-                let quote = _mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8))) as u32;
-                let control = _mm_set1_epi8(0x1f);
-                let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
-                let odd = _mm_or_si128(low, _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8)));
-                (
-                    quote,
-                    _mm_movemask_epi8(odd) as u32 | _mm_movemask_epi8(x) as u32,
-                )
-            };
+            let (quote, odd, high) = block(b, j);
+            let bad = odd | high;
             if quote != 0 {
                 let at = quote.trailing_zeros();
                 return (bad & ((1u32 << at) - 1) == 0).then_some(j - i + at as usize);
@@ -488,31 +498,16 @@ fn short_ascii(b: &[u8], i: usize) -> Option<usize> {
 /// per stop.
 fn stop(b: &[u8], mut i: usize, high: &mut bool) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of x86_64; every load reads 16 bytes inside `b` (`i + 16 <= b.len()`).
-        unsafe {
-            let quote = _mm_set1_epi8(b'"' as i8);
-            let backslash = _mm_set1_epi8(b'\\' as i8);
-            let control = _mm_set1_epi8(0x1f);
-            while i + 16 <= b.len() {
-                let x = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
-                let low = _mm_cmpeq_epi8(_mm_max_epu8(x, control), control);
-                let ends = _mm_or_si128(
-                    _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-                    low,
-                );
-                let found = _mm_movemask_epi8(ends) as u32;
-                let top = _mm_movemask_epi8(x) as u32;
-                if found != 0 {
-                    let at = found.trailing_zeros();
-                    *high |= top & ((1u32 << at) - 1) != 0;
-                    return Some(i + at as usize);
-                }
-                *high |= top != 0;
-                i += 16;
-            }
+    while i + 16 <= b.len() {
+        let (quote, odd, top) = block(b, i);
+        let found = quote | odd;
+        if found != 0 {
+            let at = found.trailing_zeros();
+            *high |= top & ((1u32 << at) - 1) != 0;
+            return Some(i + at as usize);
         }
+        *high |= top != 0;
+        i += 16;
     }
     while let Some(&x) = b.get(i) {
         if x == b'"' || x == b'\\' || x < 0x20 {

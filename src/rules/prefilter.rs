@@ -178,7 +178,7 @@ impl KeyAtoms {
             if let Some(end) = within.iter().skip(1).position(|b| *b == b'"') {
                 let s = &within[..end + 2];
                 for (v, bit) in &self.strings {
-                    if v.len() == s.len() && v.as_slice() == s {
+                    if v.as_slice() == s {
                         found |= bit;
                     }
                 }
@@ -441,9 +441,7 @@ impl Prefilter {
                 .all(|&(k, atoms)| f.atoms & atoms == atoms || self.search(k, atoms, line, f))
         })
     }
-}
 
-impl Prefilter {
     /// Searches `line` on for key `k` (every occurrence, for all its atoms at once) until `atoms` are
     /// all found; whether they were. A line a rule wants usually has its record's `"type"` near the
     /// start, and a tool result's text need not be searched past it.

@@ -276,11 +276,32 @@ fn one_search_per_key_gives_what_each_pairs_own_search_gives() {
     assert!(f.wanted(meta, 2, (None, &[true]), true));
 }
 
+/// A `turns` section of one user rule, `when`, and its prefilter.
+fn one_user_rule(when: Predicate) -> TurnsRule {
+    let mut t = TurnsRule {
+        ignore: vec![],
+        merge_repeated_prompts: false,
+        skip: vec![],
+        user: vec![crate::rules::compiled::TurnText {
+            when: Some(when),
+            text: vec![crate::rules::compiled::JsonPath::parse("$.text").unwrap()],
+            group: None,
+            queued: false,
+        }],
+        assistant: vec![],
+        tools: vec![],
+        reads: crate::rules::needs::Need::All,
+        filter: None,
+    };
+    t.filter = Some(Prefilter::new(&t));
+    t
+}
+
 /// A key, its value, a repeated or cut key and a `\u` at every place of short lines, for the shipped
 /// sets and for one whose keys begin with ten different letters: what each pair's own search says.
 #[test]
 fn a_key_is_found_wherever_it_falls_in_a_line() {
-    use crate::rules::compiled::{JsonPath, Predicate, TurnText};
+    use crate::rules::compiled::{JsonPath, Predicate};
     let claude = shipped("claude");
     let codex = shipped("codex");
     let names = [
@@ -297,22 +318,7 @@ fn a_key_is_found_wherever_it_falls_in_a_line() {
             })
             .collect(),
     );
-    let mut many = TurnsRule {
-        ignore: vec![],
-        merge_repeated_prompts: false,
-        skip: vec![],
-        user: vec![TurnText {
-            when: Some(when),
-            text: vec![JsonPath::parse("$.text").unwrap()],
-            group: None,
-            queued: false,
-        }],
-        assistant: vec![],
-        tools: vec![],
-        reads: crate::rules::needs::Need::All,
-        filter: None,
-    };
-    many.filter = Some(Prefilter::new(&many));
+    let many = one_user_rule(when);
     let sets = [
         (claude.turns.as_ref().unwrap(), "claude"),
         (codex.turns.as_ref().unwrap(), "codex"),
@@ -355,7 +361,7 @@ fn a_key_is_found_wherever_it_falls_in_a_line() {
 /// with an escaped quote, `true`, `null`, a key that must only exist, a string that must only open).
 #[test]
 fn nested_and_wide_formulas_give_what_each_pairs_own_search_gives() {
-    use crate::rules::compiled::{JsonPath, Predicate, TurnText};
+    use crate::rules::compiled::{JsonPath, Predicate};
     let path = |p: &str| JsonPath::parse(p).unwrap();
     let eq = |p: &str, v: serde_json::Value| Predicate::Equals(path(p), v);
     let nested = Predicate::All(vec![
@@ -379,22 +385,7 @@ fn nested_and_wide_formulas_give_what_each_pairs_own_search_gives() {
             .collect(),
     );
     for (when, what) in [(nested, "nested"), (wide, "wide")] {
-        let mut t = TurnsRule {
-            ignore: vec![],
-            merge_repeated_prompts: false,
-            skip: vec![],
-            user: vec![TurnText {
-                when: Some(when),
-                text: vec![path("$.text")],
-                group: None,
-                queued: false,
-            }],
-            assistant: vec![],
-            tools: vec![],
-            reads: crate::rules::needs::Need::All,
-            filter: None,
-        };
-        t.filter = Some(Prefilter::new(&t));
+        let t = one_user_rule(when);
         let f = t.filter.as_ref().unwrap();
         let parts = [
             r#""a":"x""#,

@@ -127,11 +127,15 @@ pub fn copied_from(
 }
 
 /// The id of the last record with one that ends at or before byte `to` (read backwards, a window at a
-/// time), or None.
+/// time, each four times the last), or None.
+///
+/// The first window is 16 KiB: the line before a chunk's end nearly always has an id, and a live sweep
+/// that starts thousands of chunks read 256 KiB (or the whole transcript) back from each end. A longer
+/// last line costs one more read per fourfold.
 pub fn last_id_before(rule: &RuleSet, path: &Path, to: u64) -> Option<String> {
     rule.record_id.as_ref()?;
     let mut f = discover::open_transcript(path).ok()?;
-    let mut window: u64 = 256 * 1024;
+    let mut window: u64 = 16 * 1024;
     loop {
         let start = to.saturating_sub(window);
         f.seek(SeekFrom::Start(start)).ok()?;
@@ -225,4 +229,43 @@ pub fn context(
         "This session was forked from session {parent}{rollout}{at}; the parent's conversation is \
          not copied here. Capture this transcript's own lines; read the parent only for context."
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_id_before;
+    use std::io::Write;
+
+    /// The id is found however long the lines before the end are: past a last line longer than the
+    /// first window, and back past lines without one.
+    #[test]
+    fn the_last_id_before_an_end_is_found_past_long_lines() {
+        let catalog = crate::rules::load(&[]).unwrap();
+        let claude = catalog.get("claude").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let big = "x".repeat(100 * 1024);
+        let lines = [
+            r#"{"type":"user","uuid":"u-1","message":{"content":"hi"}}"#.to_string(),
+            format!(r#"{{"type":"assistant","uuid":"u-2","message":{{"content":"{big}"}}}}"#),
+            format!(r#"{{"type":"progress","data":"{big}"}}"#),
+            r#"{"type":"summary","summary":"no id"}"#.to_string(),
+            format!(r#"{{"type":"user","uuid":"u-5","message":{{"content":"{big}"}}}}"#),
+        ];
+        let mut f = std::fs::File::create(&path).unwrap();
+        let mut ends = Vec::new();
+        let mut at = 0u64;
+        for l in &lines {
+            writeln!(f, "{l}").unwrap();
+            at += l.len() as u64 + 1;
+            ends.push(at);
+        }
+        drop(f);
+        let id = |to| last_id_before(claude, &path, to);
+        assert_eq!(id(ends[0]).as_deref(), Some("u-1"));
+        assert_eq!(id(ends[1]).as_deref(), Some("u-2"));
+        // Two lines without an id (one of them 100 KiB) before the end: u-2 is further back.
+        assert_eq!(id(ends[3]).as_deref(), Some("u-2"));
+        assert_eq!(id(ends[4]).as_deref(), Some("u-5"));
+    }
 }

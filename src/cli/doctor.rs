@@ -247,8 +247,8 @@ fn repos_of(summary: &Summary) -> BTreeSet<String> {
             summary
                 .skipped
                 .iter()
-                .chain(&summary.needs_attention)
-                .filter_map(|s| s.repo_root.clone()),
+                .chain(summary.needs_attention.iter().cloned())
+                .filter_map(|s| s.repo_root),
         )
         .collect()
 }

@@ -164,10 +164,7 @@ fn evaluate(kind: &CheckKind, f: &Facts<'_>, s: &Settings) -> (bool, String) {
         },
         CheckKind::NoAlmanacRepo => match (f.repo, f.cwd) {
             (Some(r), _) => (true, format!("repo {}", r.display())),
-            (None, Some(c)) => (
-                false,
-                format!("no directory holding .almanac/ at or above {c}"),
-            ),
+            (None, Some(c)) => (false, no_repo_words(c)),
             (None, None) => (false, "no cwd to map".into()),
         },
         CheckKind::InternalAlmanacSession => {
@@ -283,10 +280,21 @@ fn quiet_detail(window: Duration, f: &Facts<'_>, s: &Settings) -> (bool, String)
     (eligible, detail)
 }
 
+/// The detail of `no-almanac-repo` for a transcript whose cwd maps to no repo (a sweep's summary puts
+/// it into words again from the cwd, `sweep::summary`).
+pub fn no_repo_words(cwd: &str) -> String {
+    format!("no directory holding .almanac/ at or above {cwd}")
+}
+
+/// The detail of `unchanged` for a transcript of `size` bytes, all captured (as `no_repo_words`).
+pub fn unchanged_words(size: u64) -> String {
+    format!("size {size} equals the captured cursor")
+}
+
 /// A shorter file is not "unchanged": it was truncated or replaced, which the prefix check reports.
 fn unchanged_detail(f: &Facts<'_>) -> (bool, String) {
     if f.size == f.captured_bytes && f.same_file {
-        (false, format!("size {} equals the captured cursor", f.size))
+        (false, unchanged_words(f.size))
     } else if f.size > f.captured_bytes {
         (
             true,

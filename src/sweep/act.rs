@@ -315,12 +315,8 @@ fn act_repo(
         let k = key(&file.app, sid);
         if changed.contains(&k) || state.ledger.entries.get(&k) != p.entry.as_deref() {
             not_started(summary, &p);
-            summary.skip(SkippedItem::of(
-                file,
-                ex,
-                Reason::ChangedDuringSweep,
-                Some(CHANGED.into()),
-            ));
+            let reason = Reason::ChangedDuringSweep;
+            summary.skip_candidate(p.idx, &a.candidates[p.idx], reason, Some(CHANGED.into()));
             continue;
         }
         if !a.breaker_started && a.opts.manual.is_none() {

@@ -6,7 +6,7 @@
 
 use super::facts::{facts, EntryView};
 use super::gather::Candidate;
-use super::summary::{SkippedItem, Summary};
+use super::summary::{SkipDetail, SkippedItem, Summary};
 use crate::discover::FoundFile;
 use crate::ledger::{self, key, LedgerEntry, RepoState};
 use crate::policy::{self, Decision, Settings};
@@ -25,6 +25,9 @@ pub struct Decided {
     /// The transcript's index among the candidates.
     pub idx: u32,
     pub decision: Decision,
+    /// The skip's detail is put into words again from the candidate when the summary is written
+    /// (`summary::derivable`): not held for each of 100k unchanged transcripts.
+    pub derived: bool,
 }
 
 // Held for every transcript of every repo until the ledgers are all read.
@@ -37,13 +40,20 @@ pub struct Extra {
 }
 
 impl Decided {
-    fn new(idx: usize, decision: Decision, view: Option<EntryView>, extra: Extra) -> Decided {
+    fn new(
+        idx: usize,
+        decision: Decision,
+        view: Option<EntryView>,
+        extra: Extra,
+        derived: bool,
+    ) -> Decided {
         let has = extra.detail.is_some() || extra.entry.is_some();
         Decided {
             view,
             extra: has.then(|| Box::new(extra)),
             idx: u32::try_from(idx).expect("fewer than 4 billion transcripts"),
             decision,
+            derived,
         }
     }
 }
@@ -51,7 +61,7 @@ impl Decided {
 fn decide_one(
     catalog: &Catalog,
     idx: usize,
-    (file, ex): &Candidate,
+    candidate @ (file, ex): &Candidate,
     entry: Option<&LedgerEntry>,
     internal: bool,
     settings: &Settings,
@@ -61,16 +71,26 @@ fn decide_one(
     let view = entry.map(|e| EntryView::of(e, file).starting_over(ask.from_start));
     // A skip the summary only counts needs no words (attention items always have them).
     let words = |r: Reason| ask.details || attention(catalog, r);
-    let (decision, detail) = policy::decide_worded(
+    let (decision, mut detail) = policy::decide_worded(
         &catalog.policy,
         &facts(rule, file, ex, view, internal),
         settings,
         words,
     );
+    let derived = match (&decision, &detail) {
+        (Decision::Skip(r), Some(d)) => {
+            let r = *r;
+            !attention(catalog, r) && super::summary::derivable(r, candidate, d)
+        }
+        _ => false,
+    };
+    if derived {
+        detail = None;
+    }
     let entry = entry
         .filter(|_| decision == Decision::Eligible)
         .map(|e| Box::new(e.clone()));
-    Decided::new(idx, decision, view, Extra { detail, entry })
+    Decided::new(idx, decision, view, Extra { detail, entry }, derived)
 }
 
 /// An eligible transcript: its new part is read next.
@@ -200,6 +220,7 @@ fn settle(
         mut decision,
         extra,
         idx,
+        mut derived,
     } = d;
     let idx = idx as usize;
     let (file, ex) = &candidates[idx];
@@ -216,14 +237,16 @@ fn settle(
             &facts(rule, file, ex, view, true),
             settings,
         );
+        derived = false;
     }
     match decision {
         Decision::Skip(reason) => {
-            let item = SkippedItem::of(file, ex, reason, detail);
             if attention(catalog, reason) {
-                summary.attention(item);
+                summary.attention(SkippedItem::of(file, ex, reason, detail));
+            } else if derived {
+                summary.skip_listed(idx, reason, SkipDetail::Derived);
             } else {
-                summary.skip(item);
+                summary.skip_candidate(idx, &candidates[idx], reason, detail);
             }
             None
         }
@@ -468,7 +491,7 @@ fn held(idx: usize, e: &LedgerEntry) -> Decided {
         detail: e.last_error.clone(),
         entry: None,
     };
-    Decided::new(idx, Decision::Skip(Reason::CursorLost), None, extra)
+    Decided::new(idx, Decision::Skip(Reason::CursorLost), None, extra, false)
 }
 
 /// Several files with one session id (a Codex rollout copied to archived_sessions/): the one the cursor
@@ -501,5 +524,11 @@ fn duplicate(idx: usize) -> Decided {
         detail: Some("another file holds the same session; that one is captured".into()),
         entry: None,
     };
-    Decided::new(idx, Decision::Skip(Reason::DuplicateSession), None, extra)
+    Decided::new(
+        idx,
+        Decision::Skip(Reason::DuplicateSession),
+        None,
+        extra,
+        false,
+    )
 }

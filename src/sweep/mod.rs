@@ -71,6 +71,7 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     gather::save_cache(catalog, &gathered);
     trace.mark("acted and saved");
     summary.sort();
+    summary.attach(gathered.candidates);
     summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;
     summary
 }

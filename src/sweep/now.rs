@@ -56,9 +56,10 @@ pub fn now(
     })?;
     let mut summary = Summary::new(opts.dry_run, None);
     phases(catalog, cx, &candidates, opts, &mut summary, &trace);
+    summary.settle(&candidates);
     let skipped = summary
         .skipped
-        .into_iter()
+        .iter()
         .chain(summary.needs_attention)
         .next()
         .map(|s: SkippedItem| (s.reason.code().to_string(), s.detail))

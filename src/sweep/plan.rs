@@ -215,7 +215,7 @@ fn settle(
             }
             e.follow_file(file.path.display().to_string(), file.file_id);
             let detail = "no complete new line since the captured cursor".to_string();
-            summary.skip(SkippedItem::of(file, ex, Reason::Unchanged, Some(detail)));
+            summary.skip_candidate(w.idx, &candidates[w.idx], Reason::Unchanged, Some(detail));
             return None;
         }
         Ok(RangeOutcome::Capture(r)) => r,
@@ -244,7 +244,7 @@ fn settle(
                 e.follow_file(file.path.display().to_string(), file.file_id);
                 e.no_content_at(file.size);
             }
-            summary.skip(SkippedItem::of(file, ex, reason, detail));
+            summary.skip_candidate(w.idx, &candidates[w.idx], reason, detail);
             return None;
         }
     }
@@ -279,7 +279,6 @@ pub fn spend_budget(
     let mut tokens_left = budget.max_tokens;
     let mut taken: Vec<(Plan, Vec<Chunk>, u32, u64)> = Vec::new();
     for plan in plans {
-        let (file, ex) = &candidates[plan.idx];
         summary.eligible += 1;
         let mut chunks = chunks_of(&plan.r);
         let of = chunks.len() as u32;
@@ -293,7 +292,12 @@ pub fn spend_budget(
             } else {
                 format!("{} estimated tokens do not fit what is left of max_tokens_per_sweep; the next sweep starts it", est_tokens(chunks[0].to - chunks[0].from))
             };
-            summary.skip(SkippedItem::of(file, ex, Reason::BudgetDeferred, Some(why)));
+            summary.skip_candidate(
+                plan.idx,
+                &candidates[plan.idx],
+                Reason::BudgetDeferred,
+                Some(why),
+            );
             continue;
         }
         chunks.truncate(take);

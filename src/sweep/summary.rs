@@ -1,9 +1,12 @@
 //! What a sweep reports: the runs it started, what it skipped and why, what needs a person, the totals
 //! and the cost of the sweep itself. Each phase records into one `Summary`.
 
+use super::gather::Candidate;
 use crate::discover::{Examined, FoundFile};
+use crate::policy;
 use crate::reason::Reason;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -104,7 +107,7 @@ pub struct Summary {
     pub dry_run: bool,
     pub capture_since: Option<String>,
     pub started: Vec<StartedItem>,
-    pub skipped: Vec<SkippedItem>,
+    pub skipped: Skipped,
     pub needs_attention: Vec<SkippedItem>,
     /// Transcripts rewritten before their cursor that still held the last captured record: the capture
     /// resumed after it (`recovered-prefix`). They also appear as started or skipped as usual.
@@ -129,7 +132,7 @@ impl Summary {
             dry_run,
             capture_since,
             started: Vec::new(),
-            skipped: Vec::new(),
+            skipped: Skipped::default(),
             needs_attention: Vec::new(),
             recovered: Vec::new(),
             counts: BTreeMap::new(),
@@ -157,14 +160,75 @@ impl Summary {
     }
 
     pub fn skip(&mut self, item: SkippedItem) {
-        self.count(item.reason);
-        *self
-            .skipped_by_reason
-            .entry(item.reason.code())
-            .or_default() += 1;
+        self.skipped_as(item.reason);
         if self.list_skipped {
-            self.skipped.push(item);
+            self.skipped.items.push(item);
         }
+    }
+
+    /// `skip` for candidate `idx` of the sweep (`file`, `ex`): listed by its place, put into words when
+    /// the summary is written (`Skipped`).
+    pub fn skip_candidate(
+        &mut self,
+        idx: usize,
+        candidate: &Candidate,
+        reason: Reason,
+        detail: Option<String>,
+    ) {
+        let detail = match detail {
+            None => SkipDetail::None,
+            Some(d) if derivable(reason, candidate, &d) => SkipDetail::Derived,
+            Some(d) => SkipDetail::Words(d),
+        };
+        self.skip_listed(idx, reason, detail);
+    }
+
+    /// `skip_candidate` with its detail said already: `Derived` only where `derivable` said so.
+    pub fn skip_listed(&mut self, idx: usize, reason: Reason, detail: SkipDetail) {
+        self.skipped_as(reason);
+        if !self.list_skipped {
+            return;
+        }
+        let s = &mut self.skipped;
+        let detail = match detail {
+            SkipDetail::None => NO_DETAIL,
+            SkipDetail::Derived if reason == Reason::Unchanged => UNCHANGED_SIZE,
+            SkipDetail::Derived => NO_REPO_AT_CWD,
+            SkipDetail::Words(d) => {
+                s.words.push(d.into_boxed_str());
+                WORDS + (s.words.len() as u32 - 1)
+            }
+        };
+        s.listed.push(Listed {
+            idx: u32::try_from(idx).expect("fewer than 4 billion candidates"),
+            detail,
+            reason,
+        });
+    }
+
+    fn skipped_as(&mut self, reason: Reason) {
+        self.count(reason);
+        *self.skipped_by_reason.entry(reason.code()).or_default() += 1;
+    }
+
+    /// The sweep's candidates, for the skipped transcripts listed by their place (`skip_candidate`):
+    /// held until the summary is written. Sorts those.
+    pub fn attach(&mut self, candidates: Vec<Candidate>) {
+        let s = &mut self.skipped;
+        s.files = candidates;
+        let files = &s.files;
+        s.listed.sort_by(|a, b| key(files, a).cmp(&key(files, b)));
+    }
+
+    /// The skipped transcripts listed by their place among `candidates` put into words now (for a
+    /// caller that keeps its candidates, `capture now`).
+    pub fn settle(&mut self, candidates: &[Candidate]) {
+        let s = &mut self.skipped;
+        let listed = std::mem::take(&mut s.listed);
+        let rendered: Vec<SkippedItem> = listed.iter().map(|l| s.render(candidates, l)).collect();
+        s.items.extend(rendered);
+        s.words.clear();
+        self.sort();
     }
 
     pub fn attention(&mut self, item: SkippedItem) {
@@ -182,11 +246,228 @@ impl Summary {
         self.started
             .sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
         for list in [
-            &mut self.skipped,
+            &mut self.skipped.items,
             &mut self.needs_attention,
             &mut self.recovered,
         ] {
             list.sort_by(|a, b| (&a.app, &a.transcript_path).cmp(&(&b.app, &b.transcript_path)));
         }
+    }
+}
+
+/// The skipped transcripts a summary lists, in order of app and path. Those a sweep skips from its
+/// candidates (nearly all: 100k unchanged transcripts at 100k) are held as their place among the
+/// candidates, the reason and a code for the detail, 12 bytes each, and put into words one at a time
+/// as the summary is written: held as items they were 46 MB of strings in a `--json` sweep at 100k
+/// (issue 20, (h)). The detail of an unchanged transcript, or of one whose cwd maps to no repo, is
+/// put into words again from the candidate (`policy::unchanged_words`, `policy::no_repo_words`) only
+/// when that gives the same words; any other detail is kept as words.
+#[derive(Default)]
+pub struct Skipped {
+    /// Put into words already (sorted by `Summary::sort`).
+    items: Vec<SkippedItem>,
+    /// By place among `files` (sorted by `Summary::attach`).
+    listed: Vec<Listed>,
+    words: Vec<Box<str>>,
+    files: Vec<Candidate>,
+}
+
+struct Listed {
+    idx: u32,
+    /// `NO_DETAIL`, `UNCHANGED_SIZE`, `NO_REPO_AT_CWD`, or `WORDS` plus the place of its words.
+    detail: u32,
+    reason: Reason,
+}
+
+/// A listed skip's detail.
+pub enum SkipDetail {
+    None,
+    Words(String),
+    /// Put into words again from the candidate when written (`derivable` said it gives the words).
+    Derived,
+}
+
+/// Whether the summary, put into words from `candidate`, says `detail` for a skip for `reason`: an
+/// unchanged transcript's size, the cwd that maps to no repo. Asked where the decision is made, so a
+/// `--json` sweep holds no words for 100k unchanged transcripts while their ledgers are read.
+pub fn derivable(reason: Reason, (file, ex): &Candidate, detail: &str) -> bool {
+    match reason {
+        Reason::Unchanged => detail == policy::unchanged_words(file.size),
+        Reason::NoAlmanacRepo => ex
+            .cwd
+            .as_deref()
+            .is_some_and(|c| detail == policy::no_repo_words(c)),
+        _ => false,
+    }
+}
+
+const NO_DETAIL: u32 = 0;
+const UNCHANGED_SIZE: u32 = 1;
+const NO_REPO_AT_CWD: u32 = 2;
+const WORDS: u32 = 3;
+
+/// What the listed are ordered by, as `Summary::sort` orders items: app, then path as text.
+fn key<'a>(files: &'a [Candidate], l: &Listed) -> (&'a str, Cow<'a, str>) {
+    let (file, _) = &files[l.idx as usize];
+    (&file.app, file.path.to_string_lossy())
+}
+
+impl std::fmt::Debug for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Skipped {
+    fn render(&self, files: &[Candidate], l: &Listed) -> SkippedItem {
+        let (file, ex) = &files[l.idx as usize];
+        let detail = match l.detail {
+            NO_DETAIL => None,
+            UNCHANGED_SIZE => Some(policy::unchanged_words(file.size)),
+            NO_REPO_AT_CWD => ex.cwd.as_deref().map(policy::no_repo_words),
+            w => Some(self.words[(w - WORDS) as usize].to_string()),
+        };
+        SkippedItem::of(file, ex, l.reason, detail)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len() + self.listed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every skipped transcript listed, in order of app and path, each put into words as it comes.
+    pub fn iter(&self) -> impl Iterator<Item = SkippedItem> + '_ {
+        assert!(
+            self.listed.is_empty() || !self.files.is_empty(),
+            "skipped candidates listed without their candidates (Summary::attach or settle)"
+        );
+        let mut items = self.items.iter().peekable();
+        let mut listed = self.listed.iter().peekable();
+        std::iter::from_fn(move || {
+            let item_first = match (items.peek(), listed.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(i), Some(l)) => {
+                    let (app, path) = key(&self.files, l);
+                    (i.app.as_str(), i.transcript_path.as_str()) <= (app, &*path)
+                }
+            };
+            Some(match item_first {
+                true => items.next().expect("peeked").clone(),
+                false => self.render(&self.files, listed.next().expect("peeked")),
+            })
+        })
+    }
+}
+
+impl Serialize for Skipped {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn candidate(app: &str, path: &str, size: u64, cwd: Option<&str>) -> Candidate {
+        let file = FoundFile {
+            app: app.into(),
+            path: path.into(),
+            rel_offset: 0,
+            size,
+            mtime: SystemTime::UNIX_EPOCH,
+            file_id: (0, 0),
+        };
+        let mut ex = Examined::unread();
+        ex.session_id = Some(path.rsplit('/').next().unwrap().into());
+        ex.cwd = cwd.map(Into::into);
+        ex.repo = cwd
+            .filter(|c| c.starts_with("/repo"))
+            .map(|c| Path::new(c).into());
+        (file, ex)
+    }
+
+    /// Skips listed by their place among the candidates are written exactly as the items made at the
+    /// time would be, in the same order (app, then path), mixed with items made at the time; a detail
+    /// the candidate does not give back is kept as it was said.
+    #[test]
+    fn listed_skips_are_written_as_the_items_themselves() {
+        let files = vec![
+            candidate("codex", "/h/b.jsonl", 10, Some("/repo/x")),
+            candidate("claude", "/h/z.jsonl", 20, Some("/elsewhere")),
+            candidate("claude", "/h/a.jsonl", 30, Some("/repo/x")),
+            candidate("claude", "/h/m.jsonl", 40, None),
+        ];
+        let said = [
+            (0, Reason::Unchanged, Some(policy::unchanged_words(10))),
+            (
+                1,
+                Reason::NoAlmanacRepo,
+                Some(policy::no_repo_words("/elsewhere")),
+            ),
+            // Not what the candidate gives back (another size): kept as said.
+            (2, Reason::Unchanged, Some(policy::unchanged_words(31))),
+            (3, Reason::NoAlmanacRepo, Some("no cwd to map".to_string())),
+        ];
+        let mut listed = Summary::new(true, None);
+        let mut made = Summary::new(true, None);
+        for (i, reason, detail) in said.iter().cloned() {
+            listed.skip_candidate(i, &files[i], reason, detail.clone());
+            let (f, ex) = &files[i];
+            made.skip(SkippedItem::of(f, ex, reason, detail));
+        }
+        // One made at the time, between the others by its path.
+        let (f, ex) = &candidate("claude", "/h/c.jsonl", 5, None);
+        let extra = SkippedItem::of(f, ex, Reason::BudgetDeferred, Some("later".into()));
+        listed.skip(extra.clone());
+        made.skip(extra);
+        // Only the two the candidates give back are held without words.
+        assert_eq!(listed.skipped.words.len(), 2);
+        listed.sort();
+        listed.attach(files);
+        made.sort();
+        let json = |s: &Summary| serde_json::to_value(s).unwrap();
+        assert_eq!(json(&listed), json(&made));
+        let paths: Vec<String> = listed.skipped.iter().map(|s| s.transcript_path).collect();
+        assert_eq!(
+            paths,
+            [
+                "/h/a.jsonl",
+                "/h/c.jsonl",
+                "/h/m.jsonl",
+                "/h/z.jsonl",
+                "/h/b.jsonl"
+            ]
+        );
+        assert_eq!(listed.skipped.len(), 5);
+        assert_eq!(listed.skipped_total(), 5);
+    }
+
+    /// `capture now` keeps its candidates: settling puts the listed into words in place.
+    #[test]
+    fn settled_skips_are_items() {
+        let files = vec![candidate("claude", "/h/a.jsonl", 7, Some("/repo/x"))];
+        let mut s = Summary::new(false, None);
+        s.skip_candidate(
+            0,
+            &files[0],
+            Reason::Unchanged,
+            Some(policy::unchanged_words(7)),
+        );
+        s.settle(&files);
+        drop(files);
+        let items: Vec<SkippedItem> = s.skipped.iter().collect();
+        assert_eq!(items.len(), 1);
+        assert_eq!(
+            items[0].detail.as_deref(),
+            Some("size 7 equals the captured cursor")
+        );
+        assert_eq!(items[0].repo_root.as_deref(), Some("/repo/x"));
     }
 }

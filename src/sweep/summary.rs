@@ -115,8 +115,9 @@ pub struct Summary {
     pub counts: BTreeMap<&'static str, u64>,
     pub totals: Totals,
     pub stats: Stats,
-    /// Whether skipped transcripts are listed (`--json`, `doctor`, `capture now`) or only counted (a
-    /// sweep's words, what the scheduler runs: 100k unchanged sessions are a line, not 40 MB held).
+    /// Whether skipped transcripts are listed (`--json`, `doctor`, `capture now`; 12 bytes held for
+    /// each, `Skipped`) or only counted (a sweep's words, what the scheduler runs: 100k unchanged
+    /// sessions are a line).
     #[serde(skip)]
     pub list_skipped: bool,
     /// Skipped transcripts by reason, listed or not.

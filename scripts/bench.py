@@ -17,7 +17,8 @@
     changed); after the 1% growth of (e), how much one more `capture sessions` reads
 (h) with --sessions 100000: (d) and (g) are the 100k no-change sweep and `capture sessions` (targets under
     1.5 s and 2 s, peak RSS under 64 MiB); the worker's drain rate is `--drain`
-Each timing is the best of three with the page cache warm. Peak RSS comes from wait4().
+Each timing is the best of three with the page cache warm. Peak RSS comes from GNU time when installed
+(else wait4(), which also counts the forked Python child before exec).
 
   python3 scripts/bench.py --drain 2000 [--bin target/release/almanac]
 

@@ -244,11 +244,12 @@ fn repos_of(summary: &Summary) -> BTreeSet<String> {
         .iter()
         .map(|s| s.repo_root.clone())
         .chain(
-            summary
-                .skipped
-                .iter()
-                .chain(summary.needs_attention.iter().cloned())
-                .filter_map(|s| s.repo_root),
+            summary.skipped.iter().filter_map(|s| s.repo_root).chain(
+                summary
+                    .needs_attention
+                    .iter()
+                    .filter_map(|s| s.repo_root.clone()),
+            ),
         )
         .collect()
 }

@@ -193,8 +193,7 @@ impl Summary {
         let s = &mut self.skipped;
         let detail = match detail {
             SkipDetail::None => NO_DETAIL,
-            SkipDetail::Derived if reason == Reason::Unchanged => UNCHANGED_SIZE,
-            SkipDetail::Derived => NO_REPO_AT_CWD,
+            SkipDetail::Derived => derived_code(reason).expect("only where derivable said so"),
             SkipDetail::Words(d) => {
                 s.words.push(d.into_boxed_str());
                 WORDS + (s.words.len() as u32 - 1)
@@ -291,14 +290,27 @@ pub enum SkipDetail {
 /// Whether the summary, put into words from `candidate`, says `detail` for a skip for `reason`: an
 /// unchanged transcript's size, the cwd that maps to no repo. Asked where the decision is made, so a
 /// `--json` sweep holds no words for 100k unchanged transcripts while their ledgers are read.
-pub fn derivable(reason: Reason, (file, ex): &Candidate, detail: &str) -> bool {
+pub fn derivable(reason: Reason, candidate: &Candidate, detail: &str) -> bool {
+    derived_code(reason)
+        .and_then(|code| derived_words(code, candidate))
+        .is_some_and(|w| w == detail)
+}
+
+/// The code of the words a skip for `reason` may be given again from its candidate.
+fn derived_code(reason: Reason) -> Option<u32> {
     match reason {
-        Reason::Unchanged => detail == policy::unchanged_words(file.size),
-        Reason::NoAlmanacRepo => ex
-            .cwd
-            .as_deref()
-            .is_some_and(|c| detail == policy::no_repo_words(c)),
-        _ => false,
+        Reason::Unchanged => Some(UNCHANGED_SIZE),
+        Reason::NoAlmanacRepo => Some(NO_REPO_AT_CWD),
+        _ => None,
+    }
+}
+
+/// The words of a derived code (`UNCHANGED_SIZE`, `NO_REPO_AT_CWD`) for `candidate`.
+fn derived_words(code: u32, (file, ex): &Candidate) -> Option<String> {
+    match code {
+        UNCHANGED_SIZE => Some(policy::unchanged_words(file.size)),
+        NO_REPO_AT_CWD => ex.cwd.as_deref().map(policy::no_repo_words),
+        _ => None,
     }
 }
 
@@ -321,11 +333,10 @@ impl std::fmt::Debug for Skipped {
 
 impl Skipped {
     fn render(&self, files: &[Candidate], l: &Listed) -> SkippedItem {
-        let (file, ex) = &files[l.idx as usize];
+        let candidate @ (file, ex) = &files[l.idx as usize];
         let detail = match l.detail {
             NO_DETAIL => None,
-            UNCHANGED_SIZE => Some(policy::unchanged_words(file.size)),
-            NO_REPO_AT_CWD => ex.cwd.as_deref().map(policy::no_repo_words),
+            code if code < WORDS => derived_words(code, candidate),
             w => Some(self.words[(w - WORDS) as usize].to_string()),
         };
         SkippedItem::of(file, ex, l.reason, detail)

@@ -28,7 +28,7 @@ impl Context {
             Some(h) => crate::util::paths::expand_home(h, &home),
             None => home.join(".codealmanac"),
         };
-        crate::ledger::seal::use_home(&almanac_home);
+        crate::ledger::seal::use_homes(&home, &almanac_home);
         Ok(Context {
             home,
             almanac_home,

@@ -41,6 +41,12 @@ pub enum Reason {
     LedgerOverwritten,
     /// The ledger was written by a newer almanac: left alone, nothing in its repo is captured.
     LedgerNewerVersion,
+    /// The ledger does not carry this user's seal (an earlier almanac wrote it, or someone or something
+    /// else did): checked against the sealed run records, and sealed by the next live sweep.
+    LedgerUnsealed,
+    /// A file almanac takes instructions from (the repo's prompt override, a queued run's prompt)
+    /// changed after almanac's agent ran in the repo: not used until the user confirms it.
+    AgentWroteControlFile,
     /// A corrupt ledger was rebuilt from run records, and none showed how much of this transcript was
     /// captured: held until `capture reset`.
     CursorLost,
@@ -87,6 +93,8 @@ impl Reason {
             Reason::LedgerCorrupt => "ledger-corrupt",
             Reason::LedgerOverwritten => "ledger-overwritten",
             Reason::LedgerNewerVersion => "ledger-newer-version",
+            Reason::LedgerUnsealed => "ledger-unsealed",
+            Reason::AgentWroteControlFile => "agent-wrote-control-file",
             Reason::CursorLost => "cursor-lost",
             Reason::LedgerUnreadable => "ledger-unreadable",
             Reason::LedgerUnwritable => "ledger-unwritable",
@@ -100,7 +108,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 31] = [
+    pub const ALL: [Reason; 33] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -123,6 +131,8 @@ impl Reason {
         Reason::LedgerCorrupt,
         Reason::LedgerOverwritten,
         Reason::LedgerNewerVersion,
+        Reason::LedgerUnsealed,
+        Reason::AgentWroteControlFile,
         Reason::CursorLost,
         Reason::LedgerUnreadable,
         Reason::LedgerUnwritable,

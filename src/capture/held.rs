@@ -119,7 +119,15 @@ impl Held {
         if on_disk.is_none() || on_disk != self.stamp || self.wiped.is_some() {
             let now = chrono::Utc::now();
             let mut state = RepoState::load(repo, now, true)?;
+            let unsealed = state.unsealed.take().filter(|_| self.have);
             let lost = self.wiped.take().or_else(|| match &state.corrupt {
+                None if unsealed.is_some() => unsealed.as_ref().map(|u| {
+                    format!(
+                        "{} was rewritten while this worker ran, not by almanac ({})",
+                        ledger::ledger_path(repo).display(),
+                        u.why
+                    )
+                }),
                 Some(c) => Some(format!(
                     "{} was overwritten: it did not parse ({}); kept as {}",
                     ledger::ledger_path(repo).display(),
@@ -141,6 +149,11 @@ impl Held {
                 None => None,
             });
             if let Some(why) = &lost {
+                if let Some(u) = &unsealed {
+                    // Of a ledger rewritten behind almanac's back, only what the run records prove is
+                    // taken: the entries they set back (agent sessions were already filtered).
+                    state.ledger.entries.retain(|k, _| u.corrected.contains(k));
+                }
                 if self.have {
                     merge_into_held(&self.ledger, &mut state.ledger);
                     super::worker::note(&format!("{why}; wrote back the ledger this worker held"));

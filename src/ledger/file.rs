@@ -1,5 +1,12 @@
 //! `capture-ledger.json`: load (a file that does not parse is renamed aside, never replaced in place)
 //! and save (atomically; the caller holds the repo lock).
+//!
+//! The file is sealed (`ledger::seal`): its last member is `"mac"`, the MAC of the file's bytes without
+//! that member, so any change made by anything but this user's almanac (the capture agent may write
+//! under `.almanac/`) is seen on the next load. A ledger whose seal is missing or wrong is not thrown
+//! away: it is checked against the sealed run records (`rebuild::check_unsealed`), reported
+//! (`ledger-unsealed`), and sealed by the next save. It is read without following a link and at most
+//! `MAX_LEDGER_BYTES` of it.
 
 use super::{ledger_path, lock_repo, LedgerEntry};
 use serde::{Deserialize, Serialize};
@@ -8,6 +15,15 @@ use std::path::{Path, PathBuf};
 
 pub const LEDGER_VERSION: u32 = 1;
 pub const LEDGER_FILE: &str = "capture-ledger.json";
+/// A ledger larger than this is refused (`ledger-unreadable`), not read: at 100k transcripts in one repo
+/// it is about 60 MiB.
+pub const MAX_LEDGER_BYTES: u64 = 1 << 30;
+
+/// The seal as `save` writes it, the file's last member: `,\n  "mac": "<64 hex digits>"\n}\n`.
+const MAC_HEAD: &[u8] = b",\n  \"mac\": \"";
+const MAC_TAIL: &[u8] = b"\"\n}\n";
+/// How the unsealed body (`json_bytes` of the ledger) ends.
+const BODY_END: &[u8] = b"\n}\n";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -31,6 +47,9 @@ pub struct Ledger {
     /// Fields this version does not know (written by a later minor change): kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+    /// The seal as read (never written through serde: `save` appends it, `load` checks the bytes).
+    #[serde(default, skip_serializing)]
+    mac: Option<serde_json::Value>,
 }
 
 impl Default for Ledger {
@@ -43,6 +62,7 @@ impl Default for Ledger {
             rebuilt_from: None,
             overwritten: Vec::new(),
             extra: Default::default(),
+            mac: None,
         }
     }
 }
@@ -52,6 +72,18 @@ pub struct Loaded {
     pub ledger: Ledger,
     /// Set when the file did not parse: where it was (or, in a dry run, would be) moved.
     pub corrupt: Option<Corrupt>,
+    /// Set when the file parsed but does not carry this user's seal: what checking it found.
+    pub unsealed: Option<super::rebuild::Unsealed>,
+}
+
+impl Loaded {
+    fn of(ledger: Ledger) -> Loaded {
+        Loaded {
+            ledger,
+            corrupt: None,
+            unsealed: None,
+        }
+    }
 }
 
 pub struct Corrupt {
@@ -89,7 +121,7 @@ pub fn newer_version(e: &std::io::Error) -> Option<&NewerLedger> {
 
 /// Whether the repo's ledger was written by a newer almanac (read only; any other problem is not).
 pub fn is_newer(repo: &Path) -> Option<NewerLedger> {
-    let text = std::fs::read(ledger_path(repo)).ok()?;
+    let text = read(repo).ok()??;
     check_version(&ledger_path(repo), &text).err()
 }
 
@@ -117,9 +149,55 @@ pub fn load(
     now: chrono::DateTime<chrono::Utc>,
     rename: bool,
 ) -> std::io::Result<Loaded> {
-    let mut loaded = load_file(repo, now, rename)?;
+    let (mut loaded, seal) = load_file(repo, now, rename)?;
+    if let Err(why) = seal {
+        let runs = super::runs_dir(repo);
+        loaded.unsealed = Some(super::rebuild::check_unsealed(
+            &mut loaded.ledger,
+            &runs,
+            why,
+        ));
+    }
     super::journal::apply(repo, &mut loaded.ledger)?;
     Ok(loaded)
+}
+
+/// The ledger file's bytes (None when there is none), never through a link and at most
+/// `MAX_LEDGER_BYTES`.
+fn read(repo: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    crate::util::untrusted::read_optional(&ledger_path(repo), MAX_LEDGER_BYTES)
+}
+
+/// The ledger's bytes as `save` writes them: `body` (the unsealed JSON) with its seal as last member.
+fn sealed(mut body: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    let mac = super::seal::mac_hex(super::seal::LEDGER_DOMAIN, &[&body])?;
+    if !body.ends_with(BODY_END) {
+        return Err(std::io::Error::other(
+            "a ledger's JSON ends with a closing brace",
+        ));
+    }
+    body.truncate(body.len() - BODY_END.len());
+    body.extend_from_slice(MAC_HEAD);
+    body.extend_from_slice(mac.as_bytes());
+    body.extend_from_slice(MAC_TAIL);
+    Ok(body)
+}
+
+/// Ok when `text` is a ledger this user's almanac sealed as it is; otherwise why not, in words.
+fn check_seal(text: &[u8]) -> Result<(), String> {
+    let n = text.len();
+    let seal_len = MAC_HEAD.len() + 64 + MAC_TAIL.len();
+    let body_len = n.saturating_sub(seal_len);
+    if n < seal_len || !text.ends_with(MAC_TAIL) || !text[body_len..].starts_with(MAC_HEAD) {
+        return Err("it carries no seal".into());
+    }
+    let mac = std::str::from_utf8(&text[body_len + MAC_HEAD.len()..n - MAC_TAIL.len()])
+        .map_err(|_| "its seal is not text".to_string())?;
+    super::seal::check_hex(
+        super::seal::LEDGER_DOMAIN,
+        &[&text[..body_len], BODY_END],
+        mac,
+    )
 }
 
 /// What `capture sessions` shows of each entry, by key: the line captured through and the status, as
@@ -181,9 +259,9 @@ pub fn entry_facts(
             .map(|(k, e)| (k, fact(&e)))
             .collect()
     };
-    let text = match std::fs::read(ledger_path(repo)) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Facts::new()),
+    let text = match read(repo) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Facts::new()),
         Err(_) => return load(repo, now, false).map(whole),
     };
     match serde_json::from_slice::<Light>(&text) {
@@ -195,31 +273,23 @@ pub fn entry_facts(
     }
 }
 
-/// The ledger file alone, as `load` describes it.
+/// The ledger file alone, as `load` describes it, with whether its seal holds (a missing or corrupt file
+/// has nothing to check).
 fn load_file(
     repo: &Path,
     now: chrono::DateTime<chrono::Utc>,
     rename: bool,
-) -> std::io::Result<Loaded> {
+) -> std::io::Result<(Loaded, Result<(), String>)> {
     let path = ledger_path(repo);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Loaded {
-                ledger: Ledger::default(),
-                corrupt: None,
-            })
-        }
-        Err(e) => return Err(e),
+    let Some(text) = read(repo)? else {
+        return Ok((Loaded::of(Ledger::default()), Ok(())));
     };
     // Parsed whole first: a ledger of our version needs no separate look at its version (a second
     // pass over the file); anything else is checked for a newer version before it is called corrupt.
     let error = match serde_json::from_slice::<Ledger>(&text) {
-        Ok(l) if l.version == LEDGER_VERSION => {
-            return Ok(Loaded {
-                ledger: l,
-                corrupt: None,
-            })
+        Ok(mut l) if l.version == LEDGER_VERSION => {
+            l.mac = None;
+            return Ok((Loaded::of(l), check_seal(&text)));
         }
         Ok(l) => format!("unknown ledger version {}", l.version),
         Err(e) => e.to_string(),
@@ -234,14 +304,13 @@ fn load_file(
     }
     let (mut ledger, rebuilt) = super::rebuild::from_runs(&super::runs_dir(repo));
     ledger.rebuilt_from = Some(moved_to.display().to_string());
-    Ok(Loaded {
-        ledger,
-        corrupt: Some(Corrupt {
-            moved_to,
-            error,
-            rebuilt,
-        }),
-    })
+    let mut loaded = Loaded::of(ledger);
+    loaded.corrupt = Some(Corrupt {
+        moved_to,
+        error,
+        rebuilt,
+    });
+    Ok((loaded, Ok(())))
 }
 
 pub fn save(
@@ -260,7 +329,7 @@ pub fn save_bytes(
 ) -> std::io::Result<Vec<u8>> {
     super::journal::apply(repo, ledger)?;
     ledger.updated_at = crate::policy::iso(now);
-    let text = crate::util::atomic::json_bytes(ledger)?;
+    let text = sealed(crate::util::atomic::json_bytes(ledger)?)?;
     crate::util::atomic::write_atomic(&ledger_path(repo), &text)?;
     crate::util::fault::point("ledger-saved");
     super::journal::compacted(repo)?;

@@ -8,13 +8,19 @@
 //! repo lock, like every append) applies it again, writes the ledger, and only then empties it: a crash
 //! between the two leaves lines the next load applies again, which changes nothing (set insertions). A
 //! torn last line (a crash mid-append) does not parse and is skipped.
+//!
+//! Each line is sealed (`mac`, `ledger::seal`): the capture agent can write here, and an id it added
+//! would keep that session from ever being captured. A line without a valid MAC is ignored. The file is
+//! read without following a link and at most `MAX_JOURNAL_BYTES` of it (a save empties it).
 
+use super::seal::{check_hex, mac_hex, JOURNAL_DOMAIN};
 use super::{runs_dir, Ledger};
-use std::io::{BufRead, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
 pub const JOURNAL_FILE: &str = "ledger.journal";
+/// What is read of the journal at most: one run adds about 150 bytes, and every save empties it.
+pub const MAX_JOURNAL_BYTES: u64 = 16 << 20;
 
 pub fn journal_path(repo: &Path) -> PathBuf {
     runs_dir(repo).join(JOURNAL_FILE)
@@ -24,12 +30,15 @@ pub fn journal_path(repo: &Path) -> PathBuf {
 #[serde(rename_all = "camelCase")]
 struct Line {
     agent_session: String,
+    #[serde(default)]
+    mac: String,
 }
 
 /// Appends `id` and syncs it to disk. The caller holds the repo lock.
 pub fn append_agent_session(repo: &Path, id: &str) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(&Line {
         agent_session: id.to_string(),
+        mac: mac_hex(JOURNAL_DOMAIN, &[id.as_bytes()])?,
     })
     .map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -40,18 +49,17 @@ pub fn append_agent_session(repo: &Path, id: &str) -> std::io::Result<()> {
 
 /// Applies the journal to `ledger`; returns whether it added anything. No journal: nothing to do.
 pub fn apply(repo: &Path, ledger: &mut Ledger) -> std::io::Result<bool> {
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(journal_path(repo))
-    {
+    let f = match crate::util::untrusted::open_regular(&journal_path(repo)) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
     let mut added = false;
-    for line in std::io::BufReader::new(f).split(b'\n') {
-        if let Ok(l) = serde_json::from_slice::<Line>(&line?) {
+    for line in std::io::BufReader::new(f.take(MAX_JOURNAL_BYTES)).split(b'\n') {
+        let Ok(l) = serde_json::from_slice::<Line>(&line?) else {
+            continue;
+        };
+        if check_hex(JOURNAL_DOMAIN, &[l.agent_session.as_bytes()], &l.mac).is_ok() {
             added |= ledger.agent_sessions.insert(l.agent_session);
         }
     }
@@ -77,16 +85,19 @@ mod tests {
         std::fs::create_dir_all(runs_dir(repo)).unwrap();
         crate::ledger::add_agent_session(repo, "a1").unwrap();
         crate::ledger::add_agent_session(repo, "a2").unwrap();
-        // A torn last line is skipped.
+        // A torn last line is skipped, and so are lines without a valid MAC (written by the agent).
         std::fs::OpenOptions::new()
             .append(true)
             .open(journal_path(repo))
             .unwrap()
-            .write_all(b"{\"agentSess")
+            .write_all(
+                b"{\"agentSession\":\"planted\"}\n{\"agentSession\":\"forged\",\"mac\":\"00\"}\n{\"agentSess",
+            )
             .unwrap();
         let now = chrono::Utc::now();
         let mut l = crate::ledger::load(repo, now, true).unwrap().ledger;
         assert!(l.agent_sessions.contains("a1") && l.agent_sessions.contains("a2"));
+        assert_eq!(l.agent_sessions.len(), 2, "{:?}", l.agent_sessions);
         assert!(
             !crate::ledger::ledger_path(repo).exists(),
             "no ledger write"

@@ -28,6 +28,7 @@ impl Overview {
                     let empty = Loaded {
                         ledger: Default::default(),
                         corrupt: None,
+                        unsealed: None,
                     };
                     (empty, Some(n.to_string()))
                 }

@@ -117,6 +117,128 @@ pub fn hold_unknown<'a>(
     held
 }
 
+/// What checking a ledger without a valid seal against the sealed run records found and changed.
+#[derive(Debug, Clone)]
+pub struct Unsealed {
+    /// Why the seal does not hold, in words.
+    pub why: String,
+    /// Entries set back to what the run records prove: a run in flight the entry no longer waited for,
+    /// or a cursor ahead of every finished run (lines that would otherwise never be captured).
+    pub corrected: Vec<String>,
+    /// Entries no run record knows (their runs pruned, placed at the activation baseline, marked
+    /// captured by `capture reset --skip-existing`, or made up): kept as they are.
+    pub unverified: usize,
+    /// Agent session ids no run record names: no longer taken for almanac's own.
+    pub dropped_sessions: usize,
+}
+
+impl Unsealed {
+    /// The attention item's words.
+    pub fn detail(&self, ledger: &Path, live: bool) -> String {
+        let mut d = format!(
+            "{} does not carry this user's seal ({}): an earlier almanac wrote it, or something else \
+             changed it (the capture agent may write under .almanac/). It was checked against the sealed run \
+             records: ",
+            ledger.display(),
+            self.why
+        );
+        if self.corrected.is_empty() {
+            d.push_str("nothing contradicts them");
+        } else {
+            d.push_str(&format!(
+                "{} entr{} set back to what the run records prove ({})",
+                self.corrected.len(),
+                if self.corrected.len() == 1 {
+                    "y"
+                } else {
+                    "ies"
+                },
+                self.corrected.join(", ")
+            ));
+        }
+        d.push_str(&format!(
+            "; {} agent session id{} no run record names no longer count as almanac's own; {} entr{} no \
+             run record knows kept as they are (`almanac capture sessions` lists them; `almanac capture \
+             reset <transcript>` captures one again). {}",
+            self.dropped_sessions,
+            if self.dropped_sessions == 1 { "" } else { "s" },
+            self.unverified,
+            if self.unverified == 1 { "y is" } else { "ies are" },
+            if live {
+                "It is sealed again now."
+            } else {
+                "A live sweep seals it again."
+            }
+        ));
+        d
+    }
+}
+
+/// Checks a ledger whose seal does not hold against the sealed run records in `runs`, changing only
+/// what they contradict (see `Unsealed`); unknown fields and entries no record knows stay as they are.
+pub fn check_unsealed(ledger: &mut Ledger, runs: &Path, why: String) -> Unsealed {
+    let (proven, _) = from_runs(runs);
+    let before = ledger.agent_sessions.len();
+    ledger
+        .agent_sessions
+        .retain(|s| proven.agent_sessions.contains(s));
+    let mut corrected = Vec::new();
+    let known: std::collections::HashSet<String> = proven.entries.keys().cloned().collect();
+    for (k, r) in proven.entries {
+        let fix = match ledger.entries.get(&k) {
+            None => true,
+            Some(e) => {
+                let in_flight = r.pending_run_id.as_deref();
+                in_flight.is_some_and(|id| !e.waits_for(id))
+                    || (e.status != EntryStatus::Pending
+                        && e.last_captured_size > r.last_captured_size)
+            }
+        };
+        if fix {
+            match ledger.entries.get_mut(&k) {
+                Some(e) => {
+                    // The entry's own history (attempts, file identity, record ids) is kept; its cursor
+                    // and pending run are the run records'.
+                    e.place_cursor(
+                        r.last_captured_size,
+                        r.last_captured_line,
+                        r.last_captured_prefix_hash.clone(),
+                        false,
+                    );
+                    e.last_record_id = None;
+                    e.file_id = None;
+                    e.status = r.status;
+                    e.last_run_id = r.last_run_id.clone();
+                    e.pending_run_id = r.pending_run_id.clone();
+                    e.pending_to_size = r.pending_to_size;
+                    e.pending_to_line = r.pending_to_line;
+                    e.pending_prefix_hash = r.pending_prefix_hash.clone();
+                    e.pending_started_at = r.pending_started_at.clone();
+                    e.pending_last_record_id = None;
+                    e.pending_rest = r.pending_rest.clone();
+                }
+                None => {
+                    ledger.entries.insert(k.clone(), r);
+                }
+            }
+            corrected.push(k);
+        }
+    }
+    let unverified = ledger
+        .entries
+        .iter()
+        .filter(|(k, e)| {
+            !known.contains(*k) && (e.last_captured_size > 0 || e.status == EntryStatus::Pending)
+        })
+        .count();
+    Unsealed {
+        why,
+        corrected,
+        unverified,
+        dropped_sessions: before - ledger.agent_sessions.len(),
+    }
+}
+
 /// Whether an entry is held because a corrupt ledger lost its cursor.
 pub fn is_held(e: &LedgerEntry) -> bool {
     e.status == EntryStatus::NeedsAttention
@@ -162,10 +284,8 @@ mod tests {
 
     #[test]
     fn unknown_transcripts_are_held_once() {
-        let mut ledger = Ledger {
-            rebuilt_from: Some("/r/capture-ledger.json.corrupt-x".into()),
-            ..Ledger::default()
-        };
+        let mut ledger = Ledger::default();
+        ledger.rebuilt_from = Some("/r/capture-ledger.json.corrupt-x".into());
         ledger.entries.insert(
             key("claude", "known"),
             LedgerEntry::fresh("claude", "known", "/t/k.jsonl"),

@@ -13,6 +13,9 @@ pub struct RepoState {
     /// Set when anything in the ledger may have changed: an unchanged ledger is not rewritten.
     pub dirty: bool,
     pub corrupt: Option<super::Corrupt>,
+    /// Set when the ledger parsed but its seal did not hold: what checking it against the run records
+    /// found (the next save seals it).
+    pub unsealed: Option<super::rebuild::Unsealed>,
     pub worker_alive: bool,
 }
 
@@ -22,9 +25,10 @@ impl RepoState {
         let loaded = super::load(repo, now, live)?;
         Ok(RepoState {
             repo: repo.to_path_buf(),
-            dirty: loaded.corrupt.is_some(),
+            dirty: loaded.corrupt.is_some() || loaded.unsealed.is_some(),
             ledger: loaded.ledger,
             corrupt: loaded.corrupt,
+            unsealed: loaded.unsealed,
             worker_alive: super::worker_alive(repo),
         })
     }

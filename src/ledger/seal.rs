@@ -1,69 +1,108 @@
-//! Run records are sealed: a repo's `.almanac/runs/` may hold files a stranger committed, so a worker
-//! runs only what this user's almanac queued. Every record almanac writes carries `mac`, an HMAC-SHA256
-//! of the record (its compact JSON without `mac`) under a per-user key, `$ALMANAC_HOME/state/run-key`
-//! (32 random bytes, 0600, created on first need). A record whose MAC is missing or wrong is *foreign*:
-//! reported, never run, never changed, never deleted.
+//! What almanac keeps in a repo's `.almanac/runs/` can be written by others: a stranger's commit, or the
+//! capture agent itself (its writable area includes `.almanac/`). What almanac trusts there is sealed:
+//! run records, the ledger and the journal's lines carry `mac`, an HMAC-SHA256 (RustCrypto `hmac`,
+//! compared in constant time) under this user's key, behind a domain string naming what it seals, so a
+//! MAC of one kind never passes for another. Anything whose MAC is missing or wrong was not written by
+//! this user's almanac: a run record is *foreign* (reported, never run, changed or deleted), a ledger is
+//! checked against the sealed run records (`ledger::file`), a journal line is ignored.
+//!
+//! The key is per user, not per `ALMANAC_HOME`: `~/.codealmanac/state/run-key` (32 bytes from the OS's
+//! random source, 0600, created atomically on first need). Two almanac homes of one user therefore
+//! trust each other's runs and ledgers instead of cancelling them as foreign. A key an older almanac made
+//! under another `ALMANAC_HOME` (`$ALMANAC_HOME/state/run-key`) is still accepted for checking, never
+//! used to seal.
 
 use super::record::RunRecord;
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+type HmacSha256 = Hmac<Sha256>;
+
 const KEY_LEN: usize = 32;
 /// Binds a MAC to its purpose: the same key never authenticates anything else.
-const DOMAIN: &[u8] = b"almanac run record v1\n";
+pub const RECORD_DOMAIN: &[u8] = b"almanac run record v1\n";
+pub const LEDGER_DOMAIN: &[u8] = b"almanac ledger v1\n";
+pub const JOURNAL_DOMAIN: &[u8] = b"almanac journal line v1\n";
 
-static HOME: OnceLock<PathBuf> = OnceLock::new();
-/// The key once read or created; its absence is not remembered (a later write may create it).
-static KEY: Mutex<Option<[u8; KEY_LEN]>> = Mutex::new(None);
-
-/// Where the key lives: set once per process from `$ALMANAC_HOME`.
-pub fn use_home(almanac_home: &Path) {
-    let _ = HOME.set(almanac_home.to_path_buf());
+struct Homes {
+    /// `$ALMANAC_HOME`.
+    almanac: PathBuf,
+    /// Where the user's key lives: `~/.codealmanac/state`.
+    key_dir: PathBuf,
 }
 
-/// `$ALMANAC_HOME` as `use_home` set it (None in unit tests).
+static HOMES: OnceLock<Homes> = OnceLock::new();
+/// The keys once read or created (the user's, then a legacy one); absence is not remembered (a later
+/// write may create the key).
+static KEYS: Mutex<Option<Keys>> = Mutex::new(None);
+
+#[derive(Clone, Copy)]
+struct Keys {
+    user: [u8; KEY_LEN],
+    legacy: Option<[u8; KEY_LEN]>,
+}
+
+/// Where the key lives and `$ALMANAC_HOME`: set once per process from the environment (`Context`).
+pub fn use_homes(home: &Path, almanac_home: &Path) {
+    let _ = HOMES.set(Homes {
+        almanac: almanac_home.to_path_buf(),
+        key_dir: home.join(".codealmanac").join("state"),
+    });
+}
+
+/// `$ALMANAC_HOME` as `use_homes` set it (None in unit tests).
 pub fn almanac_home() -> Option<&'static Path> {
-    HOME.get().map(PathBuf::as_path)
+    HOMES.get().map(|h| h.almanac.as_path())
 }
 
-pub fn key_path(almanac_home: &Path) -> PathBuf {
-    almanac_home.join("state").join("run-key")
+/// The user's key file for `home` (the user's home directory).
+pub fn key_path(home: &Path) -> PathBuf {
+    home.join(".codealmanac").join("state").join("run-key")
 }
 
-/// The key; created (0600, atomically: a second process creating it at the same time gets the first
-/// one's) when `create` and it does not exist yet.
-fn key(create: bool) -> std::io::Result<Option<[u8; KEY_LEN]>> {
-    let mut cached = KEY.lock().unwrap_or_else(|e| e.into_inner());
+/// The keys; the user's is created when `create` and it does not exist yet. None: no key yet.
+fn keys(create: bool) -> std::io::Result<Option<Keys>> {
+    let mut cached = KEYS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(k) = *cached {
         return Ok(Some(k));
     }
-    let Some(home) = HOME.get() else {
+    let Some(homes) = HOMES.get() else {
         #[cfg(test)]
-        return Ok(Some([7; KEY_LEN]));
+        return Ok(Some(Keys {
+            user: [7; KEY_LEN],
+            legacy: None,
+        }));
         #[cfg(not(test))]
-        return Err(std::io::Error::other("no $ALMANAC_HOME for the run key"));
+        return Err(std::io::Error::other("no home directory for the run key"));
     };
-    let path = key_path(home);
-    let found = match read_key(&path) {
+    let path = homes.key_dir.join("run-key");
+    let user = match read_key(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
             create_key(&path)?;
-            read_key(&path).map(Some)?
+            read_key(&path)?
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
-        Ok(k) => Some(k),
+        Ok(k) => k,
     };
-    *cached = found;
-    Ok(found)
+    let legacy_path = homes.almanac.join("state").join("run-key");
+    let legacy = (legacy_path != path)
+        .then(|| read_key(&legacy_path).ok())
+        .flatten()
+        .filter(|k| *k != user);
+    let k = Keys { user, legacy };
+    *cached = Some(k);
+    Ok(Some(k))
 }
 
 fn read_key(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
     let m = f.metadata()?;
     if !m.is_file() || m.uid() != unsafe { libc::geteuid() } || m.len() != KEY_LEN as u64 {
@@ -81,7 +120,8 @@ fn create_key(path: &Path) -> std::io::Result<()> {
     let dir = path.parent().expect("the key is in state/");
     crate::util::atomic::private_dir(dir)?;
     let mut k = [0u8; KEY_LEN];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut k)?;
+    getrandom::fill(&mut k)
+        .map_err(|e| std::io::Error::other(format!("no random bytes for the run key: {e}")))?;
     let tmp = dir.join(format!(".run-key.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let result = (|| {
@@ -103,35 +143,64 @@ fn create_key(path: &Path) -> std::io::Result<()> {
     result
 }
 
-/// HMAC-SHA256 (RFC 2104) for a key of at most one block.
-fn hmac(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
-    let mut block = [0u8; 64];
-    block[..key.len()].copy_from_slice(key);
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
-    for m in msg {
-        inner.update(m);
+fn mac_with(key: &[u8], domain: &[u8], parts: &[&[u8]]) -> HmacSha256 {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(domain);
+    for p in parts {
+        m.update(p);
     }
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    m
 }
 
-fn mac_of(key: &[u8; KEY_LEN], r: &RunRecord) -> std::io::Result<String> {
+/// The MAC of `parts` under `domain`, in lower-case hex (the user's key is created if needed).
+pub fn mac_hex(domain: &[u8], parts: &[&[u8]]) -> std::io::Result<String> {
+    let k = keys(true)?.expect("created");
+    let tag = mac_with(&k.user, domain, parts).finalize().into_bytes();
+    Ok(crate::util::ids::hex(&tag))
+}
+
+/// Ok when `mac` (hex) is the MAC of `parts` under `domain` with this user's key (or a legacy one);
+/// otherwise why not, in words.
+pub fn check_hex(domain: &[u8], parts: &[&[u8]], mac: &str) -> Result<(), String> {
+    let Some(tag) = unhex(mac) else {
+        return Err("its MAC is not 64 hex digits".into());
+    };
+    let k = match keys(false) {
+        Ok(Some(k)) => k,
+        Ok(None) => return Err("this user's almanac has no run key yet".into()),
+        Err(e) => return Err(format!("the run key cannot be read: {e}")),
+    };
+    let ok = |key: &[u8]| mac_with(key, domain, parts).verify_slice(&tag).is_ok();
+    if ok(&k.user) || k.legacy.is_some_and(|l| ok(&l)) {
+        Ok(())
+    } else {
+        Err("its MAC does not match this user's run key".into())
+    }
+}
+
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let digit = |c: u8| (c as char).to_digit(16);
+        out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(out)
+}
+
+fn record_body(r: &RunRecord) -> std::io::Result<Vec<u8>> {
     let mut unsealed = r.clone();
     unsealed.mac = None;
-    let body = serde_json::to_vec(&unsealed).map_err(std::io::Error::other)?;
-    Ok(hmac(key, &[DOMAIN, &body])
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    serde_json::to_vec(&unsealed).map_err(std::io::Error::other)
 }
 
 /// Sets `r.mac` (creating the key if this user has none yet).
 pub fn seal(r: &mut RunRecord) -> std::io::Result<()> {
-    let k = key(true)?.expect("created");
-    r.mac = Some(mac_of(&k, r)?);
+    let body = record_body(r)?;
+    r.mac = Some(mac_hex(RECORD_DOMAIN, &[&body])?);
     Ok(())
 }
 
@@ -140,24 +209,8 @@ pub fn verify(r: &RunRecord) -> Result<(), String> {
     let Some(mac) = r.mac.as_deref() else {
         return Err("it carries no MAC".into());
     };
-    let k = match key(false) {
-        Ok(Some(k)) => k,
-        Ok(None) => return Err("this user's almanac has no run key yet".into()),
-        Err(e) => return Err(format!("the run key cannot be read: {e}")),
-    };
-    let want = mac_of(&k, r).map_err(|e| e.to_string())?;
-    // Compared in constant time.
-    let same = want.len() == mac.len()
-        && want
-            .bytes()
-            .zip(mac.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
-        Ok(())
-    } else {
-        Err("its MAC does not match this user's run key".into())
-    }
+    let body = record_body(r).map_err(|e| e.to_string())?;
+    check_hex(RECORD_DOMAIN, &[&body], mac)
 }
 
 #[cfg(test)]
@@ -166,11 +219,20 @@ mod tests {
 
     #[test]
     fn hmac_matches_rfc_4231_test_case_2() {
-        let mac = hmac(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        let mac = mac_with(b"Jefe", b"what do ya want ", &[b"for nothing?"]).finalize();
         assert_eq!(
-            hex,
+            crate::util::ids::hex(&mac.into_bytes()),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    #[test]
+    fn a_mac_checks_only_for_its_own_domain_and_parts() {
+        let m = mac_hex(LEDGER_DOMAIN, &[b"body"]).unwrap();
+        assert_eq!(check_hex(LEDGER_DOMAIN, &[b"body"], &m), Ok(()));
+        assert!(check_hex(JOURNAL_DOMAIN, &[b"body"], &m).is_err());
+        assert!(check_hex(LEDGER_DOMAIN, &[b"bodz"], &m).is_err());
+        assert!(check_hex(LEDGER_DOMAIN, &[b"body"], "00").is_err());
+        assert!(check_hex(LEDGER_DOMAIN, &[b"body"], &"zz".repeat(32)).is_err());
     }
 }

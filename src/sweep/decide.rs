@@ -260,6 +260,8 @@ struct RepoPass {
     /// Why the ledger could not be read or written (its transcripts are then not decided).
     error: Option<(Reason, String)>,
     corrupt: Option<ledger::Corrupt>,
+    /// The ledger's seal did not hold: what checking it against the run records found.
+    unsealed: Option<ledger::rebuild::Unsealed>,
     /// Transcripts held as `cursor-lost` after a rebuild (see `ledger::rebuild`).
     held: usize,
     worker_alive: bool,
@@ -330,6 +332,16 @@ fn report_store_problems(pass: &RepoPass, live: bool, summary: &mut Summary) {
             detail,
         ));
     }
+    if let Some(u) = &pass.unsealed {
+        let path = ledger::ledger_path(repo);
+        let detail = u.detail(&path, live);
+        summary.attention(SkippedItem::of_store(
+            repo,
+            &path,
+            Reason::LedgerUnsealed,
+            detail,
+        ));
+    }
     if let Some((reason, detail)) = &pass.error {
         summary.attention(SkippedItem::of_store(
             repo,
@@ -357,6 +369,7 @@ fn repo_pass(
         repo: repo.to_path_buf(),
         error: None,
         corrupt: None,
+        unsealed: None,
         held: 0,
         worker_alive: false,
         has_pending: false,
@@ -447,6 +460,7 @@ fn load_reconciled(
         })?;
     state.reconcile(now, live);
     pass.corrupt = state.corrupt.take();
+    pass.unsealed = state.unsealed.take();
     let overwritten = state.take_overwritten(live).into_iter();
     (pass.outside_wiki).extend(overwritten.map(|why| SkippedItem::overwritten(repo, why)));
     if live && state.changed() {

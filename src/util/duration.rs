@@ -50,6 +50,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size \"{text}\" is too large"))
 }
 
+/// A size in the units `parse_size` reads: `9 bytes`, `64KiB`, `16MiB`, `1GiB` (a whole number of the
+/// largest unit that divides it).
+pub fn format_size(n: u64) -> String {
+    for (unit, m) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= m && n.is_multiple_of(m) {
+            return format!("{}{unit}", n / m);
+        }
+    }
+    format!("{n} bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +85,12 @@ mod tests {
     #[test]
     fn sizes() {
         assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        for n in [9, 64 << 10, 16 << 20, 1 << 30, 1536] {
+            assert_eq!(
+                parse_size(format_size(n).trim_end_matches(" bytes")).unwrap(),
+                n
+            );
+        }
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert_eq!(parse_size("64 KiB").unwrap(), 64 << 10);
         assert!(parse_size("12 parsecs").is_err());

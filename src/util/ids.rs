@@ -1,14 +1,11 @@
 //! Identifiers: random hex, UUID v4, and run ids that sort by creation time.
 
 use chrono::{DateTime, Utc};
-use std::io::Read;
 
+/// Random bytes from the OS (`getrandom`); for ids, not for keys (`ledger::seal` makes its own).
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok();
-    if !ok {
+    if getrandom::fill(&mut b).is_err() {
         // Fall back to time and pid: uniqueness, not secrecy, is what ids need.
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

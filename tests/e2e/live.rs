@@ -15,7 +15,7 @@ echo "- captured by $3" >> .almanac/pages/notes.md
 if [ -n "$FAKE_TRANSCRIPTS" ]; then
   # Like a real agent: it writes its own transcript, in this repo, under the session id it was given.
   mkdir -p "$FAKE_TRANSCRIPTS"
-  printf '{"type":"user","sessionId":"%s","cwd":"%s","message":{"role":"user","content":"capture"}}\n' "$2" "$PWD" > "$FAKE_TRANSCRIPTS/$2.jsonl"
+  printf '{"type":"user","sessionId":"%s","cwd":"%s","message":{"role":"user","content":"capture"}}\n' "$2" "${FAKE_CWD:-$PWD}" > "$FAKE_TRANSCRIPTS/$2.jsonl"
 fi
 if [ -f "$dir/sleep" ]; then echo $$ > "$dir/agent.pid"; sleep "$(cat "$dir/sleep")"; fi
 if [ -f "$dir/fail-if" ] && case "$3" in *"$(cat "$dir/fail-if")"*) true;; *) false;; esac; then exit 9; fi
@@ -896,38 +896,103 @@ fn a_worker_draining_many_runs_leaves_every_cursor_at_the_end_of_what_it_capture
 }
 
 #[test]
-fn an_agent_session_recorded_in_another_repos_ledger_is_never_captured() {
-    // Sweeps decide repo by repo; almanac's own sessions are still recognised across repos.
-    let w = World::new();
-    let a = w.repo("work/a");
-    let b = w.repo("work/b");
-    let ours = "5e551011-aaaa-4bbb-8ccc-0000000000a9";
+fn an_agent_session_recorded_in_another_repos_ledger_is_never_captured_unless_planted() {
+    // Sweeps decide repo by repo; almanac's own sessions are still recognised across repos, but only
+    // from what almanac sealed: ids written into a ledger or journal by anything else do not count.
+    let l = live_world(3);
+    let b = l.w.repo("work/b");
+    let b_store = l.w.home().join(".claude/projects/-work-b");
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    let b_store_s = b_store.display().to_string();
+    let b_s = b.display().to_string();
+    let env = [
+        ("FAKE_TRANSCRIPTS", b_store_s.as_str()),
+        ("FAKE_CWD", b_s.as_str()),
+    ];
+    let (code, v) = l.sweep(&env);
+    assert_eq!(code, 0, "{v}");
+    l.wait_idle();
+    let ours = l.runs()[0]["agentSessionId"].as_str().unwrap().to_string();
+    let ours_file = b_store.join(format!("{ours}.jsonl"));
+    assert!(
+        ours_file.is_file(),
+        "the fake agent wrote its transcript in b"
+    );
+    set_age(&ours_file, HOURS_2);
+    // A user's session in b that an injected agent in the app repo would like silenced.
+    let user_sid = "5e551011-aaaa-4bbb-8ccc-0000000000b1";
+    write_aged(
+        &b_store.join(format!("{user_sid}.jsonl")),
+        claude_line(user_sid, &b, "work in b").as_bytes(),
+        HOURS_2,
+    );
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    let reason_of = |s: &serde_json::Value, sid: &str| {
+        ["skipped", "needsAttention", "started"]
+            .iter()
+            .flat_map(|list| items(s, list).into_iter().map(move |i| (list, i)))
+            .find(|(_, i)| i["sessionId"] == sid)
+            .map(|(list, i)| format!("{list}:{}", i["reason"].as_str().unwrap_or("")))
+            .unwrap_or_else(|| panic!("{sid} not in {s}"))
+    };
+    assert_eq!(
+        reason_of(&s, &ours),
+        "skipped:internal-almanac-session",
+        "{s}"
+    );
+    assert_eq!(reason_of(&s, user_sid), "started:", "{s}");
+
+    // What an injected agent in the app repo can write: the id added to the ledger's agentSessions
+    // (the JSON still valid) and a journal line.
+    let ledger_path = l.repo.join(".almanac/runs/capture-ledger.json");
+    let mut ledger = l.ledger();
+    ledger["agentSessions"]
+        .as_array_mut()
+        .unwrap()
+        .push(user_sid.into());
+    std::fs::write(&ledger_path, serde_json::to_vec_pretty(&ledger).unwrap()).unwrap();
     std::fs::write(
-        a.join(".almanac/runs/capture-ledger.json"),
-        format!(
-            "{{\"version\": 1, \"updatedAt\": \"2026-11-29T00:00:00.000Z\", \"entries\": {{}}, \"agentSessions\": [\"{ours}\"]}}\n"
-        ),
+        l.repo.join(".almanac/runs/ledger.journal"),
+        format!("{{\"agentSession\":\"{user_sid}\"}}\n"),
     )
     .unwrap();
-    let sid_a = "5e551011-aaaa-4bbb-8ccc-0000000000a1";
-    w.write(
-        &format!("home/.claude/projects/-work-a/{sid_a}.jsonl"),
-        &claude_line(sid_a, &a, "work in a"),
-        HOURS_2,
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    assert_eq!(reason_of(&s, user_sid), "started:", "{s}");
+    assert_eq!(
+        reason_of(&s, &ours),
+        "skipped:internal-almanac-session",
+        "the run record still names almanac's own session: {s}"
     );
-    w.write(
-        &format!("home/.claude/projects/-work-b/{ours}.jsonl"),
-        &claude_line(ours, &b, "capture"),
-        HOURS_2,
-    );
-    let s = w.dry_run(&["--quiet", "0m"]);
-    let skipped = items(&s, "skipped");
-    let ours_item = skipped
-        .iter()
-        .find(|i| i["sessionId"] == ours)
+    let unsealed = items(&s, "needsAttention")
+        .into_iter()
+        .find(|i| i["reason"] == "ledger-unsealed")
         .unwrap_or_else(|| panic!("{s}"));
-    assert_eq!(ours_item["reason"], "internal-almanac-session", "{s}");
-    let started = items(&s, "started");
-    assert_eq!(started.len(), 1, "{s}");
-    assert_eq!(started[0]["sessionId"], sid_a);
+    let detail = unsealed["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("1 agent session id no run record names"),
+        "{detail}"
+    );
+    // A live sweep seals it again, without the planted id; the report is not repeated.
+    let (code, v) = l.sweep(&[]);
+    assert_eq!(code, 0, "{v}");
+    assert!(items(&v["summary"], "needsAttention")
+        .iter()
+        .any(|i| i["reason"] == "ledger-unsealed"));
+    l.wait_idle();
+    let ids = l.ledger()["agentSessions"].clone();
+    assert!(
+        ids.as_array().unwrap().iter().any(|i| i == ours.as_str()),
+        "{ids}"
+    );
+    assert!(
+        !ids.as_array().unwrap().iter().any(|i| i == user_sid),
+        "{ids}"
+    );
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    assert!(
+        !items(&s, "needsAttention")
+            .iter()
+            .any(|i| i["reason"] == "ledger-unsealed"),
+        "{s}"
+    );
 }

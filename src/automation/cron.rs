@@ -33,22 +33,28 @@ fn write(table: &str, job: &JobSpec) -> Result<(), String> {
     }
 }
 
-/// The table without our block, and the block's minute if there was one.
-fn split(table: &str) -> (String, Option<u32>) {
+/// The table without our block, and the block's minute if there was one. A block that does not close
+/// (a BEGIN line with no END after it, or a second BEGIN before the END) is an error that changes
+/// nothing: almanac cannot tell where its lines end and the user's begin, and dropping to the end of the
+/// table would delete the user's jobs.
+fn split(table: &str) -> Result<(String, Option<u32>), String> {
     let mut kept = String::new();
-    let mut inside = false;
+    let mut inside = None;
     let mut minute = None;
-    for line in table.split_inclusive('\n') {
+    for (n, line) in table.split_inclusive('\n').enumerate() {
         let bare = line.trim_end_matches(['\n', '\r']);
         if bare == BEGIN {
-            inside = true;
+            if let Some(open) = inside {
+                return Err(unclosed(open, Some(n + 1)));
+            }
+            inside = Some(n + 1);
             continue;
         }
-        if bare == END && inside {
-            inside = false;
+        if bare == END && inside.is_some() {
+            inside = None;
             continue;
         }
-        if inside {
+        if inside.is_some() {
             if minute.is_none() && !bare.starts_with('#') {
                 minute = bare
                     .split_whitespace()
@@ -60,7 +66,22 @@ fn split(table: &str) -> (String, Option<u32>) {
         }
         kept.push_str(line);
     }
-    (kept, minute)
+    match inside {
+        Some(open) => Err(unclosed(open, None)),
+        None => Ok((kept, minute)),
+    }
+}
+
+fn unclosed(begin_line: usize, second_begin: Option<usize>) -> String {
+    let what = match second_begin {
+        Some(n) => format!("another BEGIN line at line {n} before its END line"),
+        None => "no END line after it".to_string(),
+    };
+    format!(
+        "your crontab has almanac's block start `{BEGIN}` at line {begin_line} but {what}, so almanac \
+         cannot tell its lines from yours and changed nothing; fix it with `crontab -e` (put `{END}` right \
+         after almanac's `capture sweep` line, or delete almanac's lines) and run this again"
+    )
 }
 
 fn quote(s: &str) -> Result<String, String> {
@@ -85,7 +106,7 @@ pub fn render_block(job: &JobSpec, minute: u32) -> Result<String, String> {
 
 pub fn install(job: &JobSpec) -> Result<InstallReport, String> {
     let table = read()?;
-    let (mut kept, minute) = split(&table);
+    let (mut kept, minute) = split(&table)?;
     let minute = minute.unwrap_or_else(|| {
         let b: [u8; 2] = crate::util::ids::random_bytes();
         (u16::from_le_bytes(b) % 60) as u32
@@ -115,7 +136,7 @@ pub fn uninstall(job: &JobSpec) -> Result<Option<String>, String> {
         return Ok(None);
     }
     let table = read()?;
-    let (kept, _) = split(&table);
+    let (kept, _) = split(&table)?;
     if kept == table {
         return Ok(None);
     }
@@ -136,6 +157,9 @@ pub fn installed(_job: &JobSpec) -> Option<Installed> {
         .find(|l| !l.starts_with('#'))?
         .to_string();
     let mut problems = Vec::new();
+    if let Err(e) = split(&table) {
+        problems.push(format!("file-modified: {e}"));
+    }
     // `M * * * * env PATH='..' NAME='..' '<program>' capture sweep --scheduled >>'..' 2>>'..'`
     let words = shell_words(&line);
     let after_env: Vec<&String> = words.iter().skip_while(|w| *w != "env").skip(1).collect();
@@ -208,13 +232,20 @@ mod tests {
     #[test]
     fn split_keeps_everything_outside_the_block() {
         let table = format!("MAILTO=me\n0 1 * * * backup\n{BEGIN}\n# note\n17 * * * * x\n{END}\n# trailing comment without newline");
-        let (kept, minute) = split(&table);
+        let (kept, minute) = split(&table).unwrap();
         assert_eq!(
             kept,
             "MAILTO=me\n0 1 * * * backup\n# trailing comment without newline"
         );
         assert_eq!(minute, Some(17));
-        assert_eq!(split("").0, "");
+        assert_eq!(split("").unwrap().0, "");
+        // A block that never closes, or opens twice, changes nothing.
+        let open = format!("MAILTO=me\n{BEGIN}\n17 * * * * x\n0 1 * * * backup\n");
+        let e = split(&open).unwrap_err();
+        assert!(e.contains("at line 2") && e.contains("no END line"), "{e}");
+        let twice = format!("{BEGIN}\n17 * * * * x\n{BEGIN}\n0 1 * * * backup\n{END}\n");
+        let e = split(&twice).unwrap_err();
+        assert!(e.contains("another BEGIN line at line 3"), "{e}");
         assert_eq!(quote("/a b/it's").unwrap(), "'/a b/it'\\''s'");
         assert!(quote("/50%/x").is_err());
         let line = format!(

@@ -73,7 +73,7 @@ pub fn main() -> i32 {
                 |_| {},
             );
             for l in &lines {
-                eprintln!("almanac: {l}");
+                eprintln!("almanac: {}", crate::util::term::visible(l));
             }
             f.code()
         }

@@ -90,7 +90,7 @@ pub(super) fn now_command(
         return Ok(report_started(&outcome, note.as_deref(), out));
     }
     if let Some(n) = &note {
-        eprintln!("almanac: {n}");
+        eprintln!("almanac: {}", crate::util::term::visible(n));
     }
     Ok(foreground(cx, &outcome, out))
 }

@@ -41,7 +41,9 @@ impl Out {
         }
     }
 
+    /// One line for a person: what would act on a terminal is shown escaped (`util::term`).
     pub fn line(&mut self, s: &str) {
+        let s = crate::util::term::visible(s);
         let mut lock = self.inner.lock();
         if let Err(e) = writeln!(lock, "{s}").and_then(|_| lock.flush()) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {

@@ -10,5 +10,7 @@ pub mod lock;
 pub mod par;
 pub mod paths;
 pub mod process;
+pub mod term;
 #[cfg(test)]
 pub mod testing;
+pub mod untrusted;

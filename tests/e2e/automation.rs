@@ -516,6 +516,43 @@ fn cron_block_round_trip_keeps_every_other_line() {
 }
 
 #[test]
+fn a_cron_block_without_its_end_line_is_reported_and_nothing_is_changed() {
+    let s = sched();
+    // almanac's block lost its END line (a hand edit); the user's jobs follow it.
+    let table = "MAILTO=me@example.com\n# BEGIN CODEALMANAC CAPTURE SWEEP\n17 * * * * env PATH='/bin' '/opt/almanac' capture sweep --scheduled\n0 3 * * * /usr/local/bin/backup --all\n30 * * * * /usr/local/bin/sync-mail\n";
+    std::fs::write(s.dir.join("crontab"), table).unwrap();
+    for args in [
+        vec!["automation", "install", "--scheduler", "cron"],
+        vec!["automation", "uninstall"],
+    ] {
+        s.clear_calls();
+        let out = if args[1] == "install" {
+            s.install(&args[2..])
+        } else {
+            s.run(&args)
+        };
+        assert_eq!(out.status.code(), Some(1), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no END line")
+                && err.contains("crontab -e")
+                && err.contains("changed nothing"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.dir.join("crontab")).unwrap(),
+            table,
+            "{args:?}: the crontab is untouched"
+        );
+        assert!(
+            s.calls().iter().all(|c| !c.starts_with("crontab /")),
+            "{args:?}: no crontab was written: {:?}",
+            s.calls()
+        );
+    }
+}
+
+#[test]
 fn auto_picks_systemd_when_it_answers_else_cron() {
     let s = sched();
     std::fs::write(s.dir.join("no-systemd"), "").unwrap();

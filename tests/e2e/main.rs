@@ -33,6 +33,7 @@ mod resources;
 mod rules_cli;
 mod schedulers;
 mod schtasks;
+mod subvert;
 mod sweep;
 mod turns;
 mod wiki_only;

@@ -1,5 +1,7 @@
 //! When `capture sweep --scheduled` sweeps: the OS only wakes us; a sweep is due when `every` has passed
-//! since the last sweep started (with a little slack, so a tick exactly one interval later is due).
+//! since the last *full scheduled* sweep started (with a little slack, so a tick exactly one interval
+//! later is due). A manual sweep, or one narrowed with `--apps`, does not count: it may have left out
+//! apps (or repos' sessions) the schedule is for, so it never postpones the next scheduled sweep.
 
 use crate::config::Config;
 use crate::util::duration::format_duration;
@@ -37,13 +39,17 @@ impl std::fmt::Display for NotDue {
     }
 }
 
-/// When the last recorded sweep started (`state/last-sweep.json` under the almanac home).
+/// The member of `state/last-sweep.json` that says when the last full scheduled sweep started (the
+/// file's `startedAt` is the last sweep of any kind, for `automation status`).
+pub const SCHEDULED_STARTED: &str = "scheduledStartedAt";
+
+/// When the last full scheduled sweep started (`state/last-sweep.json` under the almanac home).
 pub fn last_sweep_started(almanac_home: &Path) -> Option<DateTime<Utc>> {
     std::fs::read(almanac_home.join("state/last-sweep.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| {
-            v["startedAt"]
+            v[SCHEDULED_STARTED]
                 .as_str()
                 .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         })

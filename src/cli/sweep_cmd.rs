@@ -67,7 +67,7 @@ pub(super) fn sweep_command(
         EXIT_OK
     };
     if !args.dry_run {
-        record(cx, &summary, code);
+        record(cx, &summary, code, args.scheduled && args.apps.is_none());
     }
     #[derive(serde::Serialize)]
     struct Output<'a> {
@@ -97,8 +97,8 @@ fn refuse_locked(e: &setup::LockError, out: &mut Out) -> i32 {
 }
 
 /// Records the sweep in `state/last-sweep.json` (what `--scheduled` and `automation status` read).
-fn record(cx: &Context, summary: &sweep::Summary, code: i32) {
-    if let Err(e) = sweep::write_last_sweep(cx, summary, code) {
+fn record(cx: &Context, summary: &sweep::Summary, code: i32, full_scheduled: bool) {
+    if let Err(e) = sweep::write_last_sweep(cx, summary, code, full_scheduled) {
         eprintln!(
             "almanac: cannot write {}: {e}",
             cx.almanac_home.join("state/last-sweep.json").display()

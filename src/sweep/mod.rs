@@ -145,9 +145,28 @@ impl Trace {
     }
 }
 
-/// `$ALMANAC_HOME/state/last-sweep.json`, for `automation status` and `doctor`.
-pub fn write_last_sweep(cx: &Context, summary: &Summary, exit: i32) -> std::io::Result<()> {
-    let v = serde_json::json!({
+/// `$ALMANAC_HOME/state/last-sweep.json`, for `automation status` and `doctor`; `full_scheduled` when
+/// this was a `--scheduled` sweep of every configured app, the one kind that moves the schedule's due
+/// time (`automation::due`), which is otherwise carried over from the file.
+pub fn write_last_sweep(
+    cx: &Context,
+    summary: &Summary,
+    exit: i32,
+    full_scheduled: bool,
+) -> std::io::Result<()> {
+    let path = cx.almanac_home.join("state").join("last-sweep.json");
+    let scheduled = match full_scheduled {
+        true => Some(policy::iso(cx.now)),
+        false => std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| {
+                v[crate::automation::due::SCHEDULED_STARTED]
+                    .as_str()
+                    .map(str::to_string)
+            }),
+    };
+    let mut v = serde_json::json!({
         "finishedAt": policy::iso(Utc::now()),
         "startedAt": policy::iso(cx.now),
         "durationMs": summary.stats.elapsed_ms,
@@ -159,8 +178,8 @@ pub fn write_last_sweep(cx: &Context, summary: &Summary, exit: i32) -> std::io::
         "needsAttention": summary.needs_attention.len(),
         "counts": summary.counts,
     });
-    crate::util::atomic::write_json_atomic(
-        &cx.almanac_home.join("state").join("last-sweep.json"),
-        &v,
-    )
+    if let Some(t) = scheduled {
+        v[crate::automation::due::SCHEDULED_STARTED] = t.into();
+    }
+    crate::util::atomic::write_json_atomic(&path, &v)
 }

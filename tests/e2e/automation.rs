@@ -665,7 +665,11 @@ fn scheduled_sweeps_run_only_when_due() {
     let state = s.w.almanac_home().join("state/last-sweep.json");
     let write_last = |ago: chrono::Duration| {
         let t = (chrono::Utc::now() - ago).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        std::fs::write(&state, format!("{{\"startedAt\":\"{t}\",\"exit\":0}}")).unwrap();
+        std::fs::write(
+            &state,
+            format!("{{\"startedAt\":\"{t}\",\"scheduledStartedAt\":\"{t}\",\"exit\":0}}"),
+        )
+        .unwrap();
         t
     };
     // Swept an hour ago: the hourly tick is not due.
@@ -692,6 +696,58 @@ fn scheduled_sweeps_run_only_when_due() {
     write_last(chrono::Duration::hours(6));
     let text = ok(&s.run(&["capture", "sweep", "--scheduled"]));
     assert!(text.contains("disabled"), "{text}");
+}
+
+#[test]
+fn a_manual_or_narrowed_sweep_does_not_postpone_the_schedule() {
+    let s = sched();
+    ok(&s.install(&["--scheduler", "cron", "--every", "5h"]));
+    let state = s.w.almanac_home().join("state/last-sweep.json");
+    let scheduled_at = || -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).ok()?).ok()?;
+        v["scheduledStartedAt"].as_str().map(str::to_string)
+    };
+    // The first scheduled sweep is due and stamps the schedule.
+    let text = ok(&s.run(&["capture", "sweep", "--scheduled"]));
+    assert!(text.contains("capture sweep:"), "{text}");
+    let first = scheduled_at().expect("a full scheduled sweep stamps it");
+    let text = ok(&s.run(&["capture", "sweep", "--scheduled"]));
+    assert!(text.contains("not due"), "{text}");
+    // Six hours later: a narrowed sweep (manual or scheduled) and a manual full one leave the stamp as
+    // it is, so the next scheduled tick still sweeps every app.
+    let six_ago = (chrono::Utc::now() - chrono::Duration::hours(6))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    std::fs::write(
+        &state,
+        format!("{{\"startedAt\":\"{six_ago}\",\"scheduledStartedAt\":\"{six_ago}\",\"exit\":0}}"),
+    )
+    .unwrap();
+    for args in [
+        vec!["capture", "sweep", "--apps", "codex"],
+        vec!["capture", "sweep", "--scheduled", "--apps", "codex"],
+        vec!["capture", "sweep"],
+    ] {
+        let text = ok(&s.run(&args));
+        assert!(text.contains("capture sweep:"), "{args:?}: {text}");
+        assert_eq!(
+            scheduled_at().as_deref(),
+            Some(six_ago.as_str()),
+            "{args:?}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        assert_ne!(
+            v["startedAt"],
+            six_ago.as_str(),
+            "{args:?}: the last sweep is still recorded"
+        );
+    }
+    let text = ok(&s.run(&["capture", "sweep", "--scheduled"]));
+    assert!(
+        text.contains("capture sweep:") && !text.contains("not due"),
+        "{text}"
+    );
+    assert_ne!(scheduled_at().unwrap(), six_ago);
+    assert_ne!(scheduled_at().unwrap(), first);
 }
 
 #[test]

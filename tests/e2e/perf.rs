@@ -75,7 +75,7 @@ fn a_changed_rule_file_invalidates_cached_verdicts() {
     // The user now excludes everything that mentions "message": the cached verdict must not hide it.
     let rules = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/rules/claude.yaml"))
         .unwrap()
-        .replace("regex: \"almanac-capture-run: \" } }\n        - { matches: { path: \"$.message.content[*].text\"", "regex: \"message\" } }\n        - { matches: { path: \"$.message.content[*].text\"");
+        .replace("regex: \"(?:\\\\A|\\\\n)almanac-capture-run: run_[A-Za-z0-9_]+\\\\s*\\\\z\" } }\n        - { matches: { path: \"$.message.content[*].text\"", "regex: \"message\" } }\n        - { matches: { path: \"$.message.content[*].text\"");
     std::fs::create_dir_all(l.w.almanac_home().join("rules")).unwrap();
     std::fs::write(l.w.almanac_home().join("rules/claude.yaml"), rules).unwrap();
     // The transcript is unchanged: only the rule changed, so only the fingerprint can expose it (a stale

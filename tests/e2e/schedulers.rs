@@ -444,7 +444,11 @@ fn a_last_sweep_stamped_in_the_future_does_not_stop_the_schedule() {
     let state = s.w.almanac_home().join("state/last-sweep.json");
     let future = (chrono::Utc::now() + chrono::Duration::days(30))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    std::fs::write(&state, format!("{{\"startedAt\":\"{future}\",\"exit\":0}}")).unwrap();
+    std::fs::write(
+        &state,
+        format!("{{\"startedAt\":\"{future}\",\"scheduledStartedAt\":\"{future}\",\"exit\":0}}"),
+    )
+    .unwrap();
     let (_, v) = s.status();
     let notes = v["notes"].to_string();
     assert!(

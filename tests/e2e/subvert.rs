@@ -76,3 +76,46 @@ fn transcript_and_ledger_text_reaches_the_terminal_escaped() {
     assert!(v.to_string().contains("ZXZpbA=="), "{v}");
     assert!(v.to_string().contains("\\u001b]52"), "{v}");
 }
+
+#[test]
+fn only_a_prompt_ending_with_the_marker_line_is_almanacs_own() {
+    let w = World::new();
+    let repo = w.repo("work/app");
+    let write = |sid: &str, text: &str| {
+        let line = serde_json::json!({
+            "type": "user", "sessionId": sid, "cwd": repo, "timestamp": "2026-11-29T10:00:00.000Z",
+            "message": {"role": "user", "content": text}
+        });
+        w.write(
+            &format!("home/.claude/projects/-work-app/{sid}.jsonl"),
+            &format!("{line}\n"),
+            HOURS_2,
+        )
+    };
+    // Quoting the marker (a user asking about it, a pasted log) does not make a session almanac's.
+    let quoted = write(
+        "5e551011-aaaa-4bbb-8ccc-000000000011",
+        "why do my logs show `almanac-capture-run: run_20261129T000000000Z_abcd1234` lines?\nexplain",
+    );
+    let inline = write(
+        "5e551011-aaaa-4bbb-8ccc-000000000012",
+        "grep says: almanac-capture-run: run_20261129T000000000Z_abcd1234",
+    );
+    // The prompt almanac writes ends with the marker line: excluded even with no run record naming it.
+    let ours = write(
+        "5e551011-aaaa-4bbb-8ccc-000000000013",
+        "Update the wiki.\n\nThe repository is /x.\n\nalmanac-capture-run: run_20261129T000000000Z_abcd1234\n",
+    );
+    let s = w.dry_run(&["--quiet", "0m"]);
+    for p in [&quoted, &inline] {
+        assert!(
+            find_by_path(&s, "started", p).is_some(),
+            "{}: {s}",
+            p.display()
+        );
+    }
+    assert_eq!(
+        find_by_path(&s, "skipped", &ours).unwrap_or_else(|| panic!("{s}"))["reason"],
+        "excluded-by-rule"
+    );
+}

@@ -483,7 +483,8 @@ fn wait(
 
 /// Why the run failed, in words; None when the agent exited 0.
 /// Set when the person running `capture now --foreground` pressed Ctrl-C: the agent that is running
-/// is stopped by them, its run fails as interrupted (the cursor stays), and the worker starts nothing more.
+/// is stopped by them, its run ends `cancelled` (no attempt spent, the cursor stays), and the worker
+/// starts nothing more.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Records the interruption (async-signal-safe: one atomic store).
@@ -510,7 +511,7 @@ fn describe_failure(
     match (status.and_then(|s| s.code()), status) {
         (Some(0), _) => None,
         _ if interrupted() => Some(format!(
-            "interrupted (Ctrl-C): agent \"{}\" was stopped; the cursor stays where it was",
+            "cancelled (Ctrl-C): agent \"{}\" was stopped; no attempt was spent and the cursor stays where it was",
             def.name
         )),
         (Some(c), _) => Some(format!("agent \"{}\" exited with code {c}", def.name)),

@@ -7,7 +7,7 @@
 use super::agent;
 use super::held::Held;
 use crate::context::Context;
-use crate::ledger::record::{self as run, RunRecord, RunStatus};
+use crate::ledger::record::{self as run, RunEnd, RunRecord, RunStatus};
 use crate::ledger::{self, key, runs_dir, worker_lock_path};
 use crate::reason::Reason;
 use crate::util::lock::FileLock;
@@ -255,10 +255,10 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     ));
     let log = crate::util::atomic::open_append_private(&run::log_path(&runs, &record.run_id));
     let outcome = match (log, crate::config::load(&cx.config_path())) {
-        (Err(e), _) => Err(format!("cannot open the run log {}: {e}", record.log_path)),
-        (_, Err(e)) => Err(e.0),
+        (Err(e), _) => RunEnd::Failed(format!("cannot open the run log {}: {e}", record.log_path)),
+        (_, Err(e)) => RunEnd::Failed(e.0),
         (Ok(log), Ok(config)) => match config.capture.agent_def(&record.agent) {
-            None => Err(format!(
+            None => RunEnd::Failed(format!(
                 "agent \"{}\" is not defined in config.toml",
                 record.agent
             )),
@@ -277,21 +277,23 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                 record.exit_code = out.exit_code;
                 before.check(repo, &mut record);
                 match out.error {
-                    None => Ok(()),
-                    Some(e) => Err(e),
+                    None => RunEnd::Done,
+                    // Ctrl-C on `capture now --foreground`: the user stopped it, nothing failed.
+                    Some(e) if super::agent::interrupted() => RunEnd::Cancelled(e),
+                    Some(e) => RunEnd::Failed(e),
                 }
             }
         },
     };
-    let failed = outcome.is_err();
+    let failed = matches!(outcome, RunEnd::Failed(_));
     let sweep_id = record.sweep_id.clone();
     finish(repo, held, record, outcome);
     super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
 }
 
 /// Records the outcome: run record first, then (under the repo lock) the ledger entry. The cursor moves
-/// only when the agent exited 0.
-fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(), String>) {
+/// only when the agent exited 0; a cancelled run spends no attempt.
+fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: RunEnd) {
     let runs = runs_dir(repo);
     // The agent may have deleted runs/ (made again here) or left a link in its place (nothing written).
     if let Err(why) = held.check_store(repo, &record.run_id) {
@@ -307,11 +309,12 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
     let _guard = ledger::lock_repo(repo).ok();
     crate::util::fault::point("before-cursor-commit");
     let cancelled = update_entry(repo, held, &record, |entry| match &outcome {
-        Ok(()) => {
+        RunEnd::Done => {
             entry.complete_run(&record, &crate::policy::iso(now));
             Vec::new()
         }
-        Err(e) => entry.fail_run(&record, e),
+        RunEnd::Failed(e) => entry.fail_run(&record, e),
+        RunEnd::Cancelled(e) => entry.cancel(&record.run_id, e),
     });
     run::cancel_queued(
         &runs,
@@ -322,7 +325,11 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: Result<(
     note(&format!(
         "{} {}",
         record.run_id,
-        if outcome.is_ok() { "done" } else { "failed" }
+        match outcome {
+            RunEnd::Done => "done",
+            RunEnd::Failed(_) => "failed",
+            RunEnd::Cancelled(_) => "cancelled",
+        }
     ));
 }
 

@@ -115,14 +115,19 @@ pub(super) enum CaptureCommand {
         json: bool,
     },
     /// Forget a transcript's capture state: the next sweep starts it over (or, with --skip-existing,
-    /// treats what it holds now as captured). Clears prefix-mismatch and retry-budget-exhausted.
+    /// treats what it holds now as captured; with --retries, goes on from where capture stopped).
+    /// Clears prefix-mismatch and retry-budget-exhausted.
     Reset {
         transcript: PathBuf,
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
         /// Mark the transcript's current complete lines as captured instead of starting over.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "retries")]
         skip_existing: bool,
+        /// Only clear the failed attempts (retry-budget-exhausted): the cursor stays, and the next sweep
+        /// captures from where the last successful capture ended.
+        #[arg(long)]
+        retries: bool,
         #[arg(long)]
         json: bool,
     },

@@ -198,12 +198,22 @@ fn render_entry(e: &ledger::LedgerEntry, manual: bool, out: &mut Out) {
     }
 }
 
+/// What `capture reset` does to the entry.
+pub enum ResetHow {
+    /// Forget it: the next sweep starts over from line 1.
+    Forget,
+    /// `--skip-existing`: what the transcript holds now counts as captured.
+    SkipExisting,
+    /// `--retries`: only the failed attempts are cleared; the cursor stays.
+    Retries,
+}
+
 pub fn reset(
     cx: &Context,
     catalog: &Catalog,
     transcript: &Path,
     repo: Option<PathBuf>,
-    skip_existing: bool,
+    how: ResetHow,
     out: &mut Out,
 ) -> Result<i32, Failure> {
     let (m, file) = super::explain::locate(catalog, cx, transcript, None)?;
@@ -224,13 +234,18 @@ pub fn reset(
             .map_err(|e| format!("{path_text}: {e}"))?;
         cursor::scan(f, 0).map_err(|e| format!("{path_text}: {e}"))
     };
+    let mode = match how {
+        ResetHow::Forget => maintain::ResetMode::Forget,
+        ResetHow::SkipExisting => maintain::ResetMode::SkipExisting(&scan),
+        ResetHow::Retries => maintain::ResetMode::Retries,
+    };
     let action = maintain::reset(
         &repo,
         (&path_text, file.file_id),
         ex.session_id
             .as_deref()
             .map(|sid| (m.rule.id.as_str(), sid)),
-        skip_existing.then_some(&scan as &dyn Fn() -> Result<cursor::Scan, String>),
+        mode,
         cx.now,
     )
     .map_err(|e| match e {

@@ -182,10 +182,16 @@ fn capture_command(
             transcript,
             repo,
             skip_existing,
+            retries,
             ..
         } => {
             let catalog = load_catalog(cx, rules_dir)?;
-            capture_cmds::reset(cx, &catalog, &transcript, repo, skip_existing, out)
+            let how = match (skip_existing, retries) {
+                (true, _) => capture_cmds::ResetHow::SkipExisting,
+                (false, true) => capture_cmds::ResetHow::Retries,
+                (false, false) => capture_cmds::ResetHow::Forget,
+            };
+            capture_cmds::reset(cx, &catalog, &transcript, repo, how, out)
         }
         CaptureCommand::Prune {
             older_than,

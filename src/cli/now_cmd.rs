@@ -219,10 +219,8 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
             if crate::capture::agent::interrupted() && !stopped {
                 stopped = stop_agents(&recs);
             }
-            let terminal = |r: &Option<record::RunRecord>| {
-                r.as_ref()
-                    .is_some_and(|r| matches!(r.status, RunStatus::Done | RunStatus::Failed))
-            };
+            let terminal =
+                |r: &Option<record::RunRecord>| r.as_ref().is_some_and(|r| r.status.finished());
             if tty {
                 if let Some(r) = recs
                     .iter()
@@ -253,11 +251,19 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
         .iter()
         .flatten()
         .any(|r| r.status == RunStatus::Failed);
-    let result = if failed { "failed" } else { "done" };
+    let cancelled = finals
+        .iter()
+        .flatten()
+        .any(|r| r.status == RunStatus::Cancelled);
+    let result = match (failed, cancelled) {
+        (true, _) => "failed",
+        (false, true) => "cancelled",
+        (false, false) => "done",
+    };
     out.emit(
         || {
             let mut v = base_json(o, result, None);
-            v["ok"] = (!failed).into();
+            v["ok"] = (!failed && !cancelled).into();
             v["runs"] = finals.iter().flatten().map(run_json).collect();
             v
         },
@@ -269,6 +275,7 @@ fn foreground(cx: &Context, o: &Outcome, out: &mut Out) -> i32 {
                 }
                 let how = match (&r.status, &r.error) {
                     (RunStatus::Done, _) => "done".to_string(),
+                    (RunStatus::Cancelled, Some(e)) => e.clone(),
                     (_, Some(e)) => format!("failed: {e}"),
                     _ => "failed".to_string(),
                 };

@@ -132,15 +132,19 @@ impl FoundFile {
             .replace('\\', "/")
     }
 
+    /// The mtime in ns since the epoch (negative before it).
+    pub fn mtime_ns(&self) -> i64 {
+        match self.mtime.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => d.as_nanos() as i64,
+            Err(e) => -(e.duration().as_nanos() as i64),
+        }
+    }
+
     /// What the discovery cache checks before trusting what it remembers.
     pub fn stamp(&self) -> cache::Stamp {
-        let mtime_ns = match self.mtime.duration_since(SystemTime::UNIX_EPOCH) {
-            Ok(d) => d.as_nanos() as i128,
-            Err(e) => -(e.duration().as_nanos() as i128),
-        };
         cache::Stamp {
             size: self.size,
-            mtime_ns,
+            mtime_ns: self.mtime_ns() as i128,
             dev: self.file_id.0,
             ino: self.file_id.1,
         }

@@ -72,6 +72,11 @@ pub struct LedgerEntry {
     /// (device, inode) of the transcript when the cursor was last set: a replaced file is re-verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<(u64, u64)>,
+    /// The transcript's mtime (ns since the epoch) when a sweep last saw it at `path` and `fileId`. The
+    /// same size with another mtime means the file was rewritten in place (a line replaced by one of the
+    /// same length): its prefix is verified again instead of the file being called unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_mtime_ns: Option<i64>,
     /// The cursor came from the `capture_since` baseline, not from a capture run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
@@ -136,6 +141,7 @@ impl LedgerEntry {
             last_error: None,
             attention: None,
             file_id: None,
+            seen_mtime_ns: None,
             baseline: false,
             no_content_through: None,
             wrote_outside_wiki: None,
@@ -168,9 +174,10 @@ impl LedgerEntry {
 
     /// The entry now describes this file: path and identity follow a moved or verified transcript. A
     /// prefix that was found to match again ends a `prefix-mismatch`.
-    pub fn follow_file(&mut self, path: String, file_id: (u64, u64)) {
+    pub fn follow_file(&mut self, path: String, file_id: (u64, u64), mtime_ns: i64) {
         self.path = path;
         self.file_id = Some(file_id);
+        self.seen_mtime_ns = Some(mtime_ns);
         self.end_prefix_mismatch();
     }
 
@@ -239,6 +246,16 @@ impl LedgerEntry {
         self.wrote_outside_wiki = None;
         self.path = file.0;
         self.file_id = Some(file.1);
+        self.seen_mtime_ns = None;
+    }
+
+    /// `capture reset --retries`: the failed attempts are forgotten, the cursor stays where it is.
+    pub fn clear_failures(&mut self) {
+        self.attempts = 0;
+        if self.status == EntryStatus::Failed {
+            self.status = EntryStatus::Done;
+            self.last_error = None;
+        }
     }
 
     /// The run this entry waits for, if it is `run_id`.
@@ -429,7 +446,7 @@ mod tests {
     fn a_prefix_that_matches_again_ends_the_mismatch_only() {
         let mut e = captured_through(100);
         e.needs_attention(Reason::PrefixMismatch, "rewritten".into());
-        e.follow_file("/t/moved.jsonl".into(), (1, 2));
+        e.follow_file("/t/moved.jsonl".into(), (1, 2), 0);
         assert_eq!(e.status, EntryStatus::Done);
         assert_eq!(
             (e.path.as_str(), e.file_id),
@@ -437,7 +454,7 @@ mod tests {
         );
         let mut other = captured_through(100);
         other.needs_attention(Reason::ReadFailed, "unreadable".into());
-        other.follow_file("/t/s1.jsonl".into(), (1, 2));
+        other.follow_file("/t/s1.jsonl".into(), (1, 2), 0);
         assert_eq!(other.status, EntryStatus::NeedsAttention);
     }
 }

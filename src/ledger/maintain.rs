@@ -66,14 +66,23 @@ pub enum ResetError {
     Failed(String),
 }
 
-/// Resets one transcript's entry, found by its path or by `app` and `session_id`: forgets it, or with
-/// `skip_existing` marks every complete line of it as captured (`scan` reads the transcript). Returns
-/// what was done, in words. A pending entry is left alone: its run is still to finish.
+/// What `reset` does to the entry.
+pub enum ResetMode<'a> {
+    /// Forget it: the next sweep starts over from line 1.
+    Forget,
+    /// Mark every complete line as captured (the function reads the transcript).
+    SkipExisting(&'a dyn Fn() -> Result<cursor::Scan, String>),
+    /// Clear the failed attempts only: the cursor stays.
+    Retries,
+}
+
+/// Resets one transcript's entry, found by its path or by `app` and `session_id`, as `mode` says.
+/// Returns what was done, in words. A pending entry is left alone: its run is still to finish.
 pub fn reset(
     repo: &Path,
     transcript: (&str, (u64, u64)),
     id: Option<(&str, &str)>,
-    skip_existing: Option<&dyn Fn() -> Result<cursor::Scan, String>>,
+    mode: ResetMode<'_>,
     now: DateTime<Utc>,
 ) -> Result<String, ResetError> {
     let (path_text, file_id) = transcript;
@@ -101,8 +110,17 @@ pub fn reset(
             entry.pending_run_id.as_deref().unwrap_or("?")
         )));
     }
-    let action = match skip_existing {
-        Some(scan) => {
+    let action = match mode {
+        ResetMode::Retries => {
+            let n = entry.attempts;
+            entry.clear_failures();
+            format!(
+                "cleared {n} failed attempt{}; the next sweep captures from line {} on",
+                if n == 1 { "" } else { "s" },
+                entry.last_captured_line + 1
+            )
+        }
+        ResetMode::SkipExisting(scan) => {
             let scan = scan().map_err(ResetError::Failed)?;
             entry.reset_cursor(
                 scan.complete_end,
@@ -115,7 +133,7 @@ pub fn reset(
                 scan.new_lines
             )
         }
-        None => {
+        ResetMode::Forget => {
             loaded.ledger.entries.remove(&k);
             "forgot its capture state; the next sweep starts it over".to_string()
         }
@@ -156,7 +174,7 @@ pub fn prune(
         .collect();
     let mut runs_removed = Vec::new();
     for r in record::list(&runs) {
-        if !matches!(r.status, RunStatus::Done | RunStatus::Failed) || waited.contains(&r.run_id) {
+        if !r.status.finished() || waited.contains(&r.run_id) {
             continue;
         }
         let when = r

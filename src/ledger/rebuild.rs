@@ -207,6 +207,7 @@ pub fn check_unsealed(ledger: &mut Ledger, runs: &Path, why: String) -> Unsealed
                     );
                     e.last_record_id = None;
                     e.file_id = None;
+                    e.seen_mtime_ns = None;
                     e.status = r.status;
                     e.last_run_id = r.last_run_id.clone();
                     e.pending_run_id = r.pending_run_id.clone();

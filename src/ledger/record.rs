@@ -12,6 +12,18 @@ pub enum RunStatus {
     Running,
     Done,
     Failed,
+    /// Stopped by the user (Ctrl-C on `capture now --foreground`): no attempt spent, the cursor stays.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// Whether the run is over (done, failed or cancelled).
+    pub fn finished(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Done | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,15 +131,35 @@ impl RunRecord {
         self.started_at = Some(now.to_string());
     }
 
-    /// The agent finished: done, or failed with its error.
-    pub fn finish(&mut self, outcome: &Result<(), String>, now: &str) {
-        match outcome {
-            Ok(()) => {
+    /// The agent finished: done, failed or cancelled, with why in words.
+    pub fn finish(&mut self, end: &RunEnd, now: &str) {
+        match end {
+            RunEnd::Done => {
                 self.status = RunStatus::Done;
                 self.finished_at = Some(now.to_string());
             }
-            Err(e) => self.fail(e.clone(), now),
+            RunEnd::Failed(e) => self.fail(e.clone(), now),
+            RunEnd::Cancelled(e) => {
+                self.fail(e.clone(), now);
+                self.status = RunStatus::Cancelled;
+            }
         }
+    }
+}
+
+/// How a run that started ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    Done,
+    /// The agent failed (the words say how): an attempt is spent.
+    Failed(String),
+    /// The user stopped it: no attempt is spent.
+    Cancelled(String),
+}
+
+impl RunEnd {
+    pub fn is_done(&self) -> bool {
+        *self == RunEnd::Done
     }
 }
 

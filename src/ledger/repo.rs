@@ -87,6 +87,11 @@ impl RepoState {
                         );
                         break;
                     }
+                    RunStatus::Cancelled => {
+                        let why = r.error.as_deref().unwrap_or("the run was cancelled");
+                        cancelled.extend(entry.cancel(&r.run_id, why));
+                        break;
+                    }
                     RunStatus::Queued | RunStatus::Running => break,
                 }
             }

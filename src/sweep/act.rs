@@ -203,7 +203,11 @@ fn queue_part(
     let now = opts.settings.now;
     let k = key(&file.app, sid);
     let e = updates.entry_for_range(repo, &k, p.entry.as_deref(), file, sid, &p.r);
-    e.follow_file(file.path.display().to_string(), file.file_id);
+    e.follow_file(
+        file.path.display().to_string(),
+        file.file_id,
+        file.mtime_ns(),
+    );
     if e.first_record_id.is_none() {
         e.first_record_id = p.ids.first.clone();
     }

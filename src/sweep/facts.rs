@@ -46,8 +46,12 @@ impl EntryView {
     }
 }
 
+/// Whether the entry's cursor was set on this very file, as it still is: the same path and identity, and
+/// (when known) the same mtime. A file rewritten in place to the same size is not the same: its prefix is
+/// verified again.
 fn same_file(e: &LedgerEntry, file: &FoundFile) -> bool {
     e.file_id == Some(file.file_id)
+        && e.seen_mtime_ns.is_none_or(|m| m == file.mtime_ns())
         && match file.path.to_str() {
             Some(p) => e.path == p,
             None => e.path.as_str() == file.path.to_string_lossy(),

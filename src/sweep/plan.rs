@@ -213,7 +213,11 @@ fn settle(
                 recovered(summary, &rc);
                 e.recover_cursor(rc.at.bytes, rc.at.lines, rc.at.hash);
             }
-            e.follow_file(file.path.display().to_string(), file.file_id);
+            e.follow_file(
+                file.path.display().to_string(),
+                file.file_id,
+                file.mtime_ns(),
+            );
             let detail = "no complete new line since the captured cursor".to_string();
             summary.skip_candidate(w.idx, &candidates[w.idx], Reason::Unchanged, Some(detail));
             return None;
@@ -241,7 +245,11 @@ fn settle(
         if let Decision::Skip(reason) = decision {
             if !opts.dry_run && reason == Reason::NoNewContent {
                 let e = updates.entry_for_range(repo, &k, found, file, sid, &r);
-                e.follow_file(file.path.display().to_string(), file.file_id);
+                e.follow_file(
+                    file.path.display().to_string(),
+                    file.file_id,
+                    file.mtime_ns(),
+                );
                 e.no_content_at(file.size);
             }
             summary.skip_candidate(w.idx, &candidates[w.idx], reason, detail);

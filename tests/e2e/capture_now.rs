@@ -216,12 +216,10 @@ fn an_unknown_or_missing_session_is_a_usage_error() {
     assert_eq!(code, 2, "{v}");
 }
 
-#[test]
-fn ctrl_c_in_the_foreground_stops_the_agent_and_keeps_the_cursor() {
-    let l = live_world(3);
-    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
-    // The fake agent records its pid and sleeps (see FAKE_AGENT in live.rs).
-    std::fs::write(l.fake.join("sleep"), "60").unwrap();
+/// `capture now --foreground` in `l`'s repo, interrupted with Ctrl-C once its agent runs; the exit
+/// status, after the agent was checked to be gone.
+fn now_interrupted(l: &crate::live::Live) -> std::process::ExitStatus {
+    let _ = std::fs::remove_file(l.fake.join("agent.pid"));
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -249,23 +247,110 @@ fn ctrl_c_in_the_foreground_stops_the_agent_and_keeps_the_cursor() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert_eq!(status.code(), Some(130));
     assert!(
         unsafe { libc::kill(agent, 0) } != 0,
         "the agent was stopped with the command"
     );
-    let run = &l.runs()[0];
-    assert_eq!(run["status"], "failed", "{run}");
-    assert!(
-        run["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("interrupted"),
-        "{run}"
+    status
+}
+
+#[test]
+fn ctrl_c_in_the_foreground_cancels_without_spending_an_attempt() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    // The fake agent records its pid and sleeps (see FAKE_AGENT in live.rs).
+    std::fs::write(l.fake.join("sleep"), "60").unwrap();
+    // More Ctrl-Cs than the retry budget (3): none of them is a failure.
+    for i in 1..=4 {
+        let status = now_interrupted(&l);
+        assert_eq!(status.code(), Some(130), "interruption {i}");
+        let run = l.runs().pop().unwrap();
+        assert_eq!(run["status"], "cancelled", "{run}");
+        assert!(
+            run["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("cancelled (Ctrl-C)"),
+            "{run}"
+        );
+        let e = l.entry();
+        assert_eq!(
+            e["lastCapturedLine"], 0,
+            "the cursor stays where it was: {e}"
+        );
+        assert_eq!(e["attempts"], 0, "no attempt spent: {e}");
+    }
+    // The next sweep captures it, from the cursor.
+    std::fs::remove_file(l.fake.join("sleep")).unwrap();
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(started[0]["fromLine"], 1, "{s}");
+    assert_eq!(l.entry()["lastCapturedLine"], 2);
+}
+
+#[test]
+fn reset_retries_clears_an_exhausted_budget_and_keeps_the_cursor() {
+    let l = live_world(2);
+    let first = l.lines(0..2);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    l.summary();
+    assert_eq!(l.entry()["lastCapturedLine"], 2);
+    // Two more lines, and the agent now fails: the budget (2) runs out.
+    write_aged(
+        &l.transcript,
+        format!("{first}{}", l.lines(2..4)).as_bytes(),
+        HOURS_2,
     );
+    l.set_exit(9);
+    l.summary();
+    l.summary();
+    let s = l.summary();
     assert_eq!(
-        l.entry()["lastCapturedLine"],
-        0,
-        "the cursor stays where it was"
+        find_by_path(&s, "needsAttention", &l.transcript).unwrap_or_else(|| panic!("{s}"))
+            ["reason"],
+        "retry-budget-exhausted"
     );
+    let out =
+        l.w.almanac()
+            .args(["capture", "reset", "--retries"])
+            .arg(&l.transcript)
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("cleared 2 failed attempts") && text.contains("from line 3"),
+        "{text}"
+    );
+    let e = l.entry();
+    assert_eq!(
+        (e["attempts"].as_u64(), e["lastCapturedLine"].as_u64()),
+        (Some(0), Some(2)),
+        "{e}"
+    );
+    l.set_exit(0);
+    let s = l.summary();
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(
+        (
+            started[0]["fromLine"].as_u64(),
+            started[0]["toLine"].as_u64()
+        ),
+        (Some(3), Some(4)),
+        "it goes on from the cursor"
+    );
+    // --retries and --skip-existing do not go together.
+    let out =
+        l.w.almanac()
+            .args(["capture", "reset", "--retries", "--skip-existing"])
+            .arg(&l.transcript)
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

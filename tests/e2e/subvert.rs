@@ -119,3 +119,36 @@ fn only_a_prompt_ending_with_the_marker_line_is_almanacs_own() {
         "excluded-by-rule"
     );
 }
+
+#[test]
+fn a_same_size_rewrite_with_a_newer_mtime_is_examined() {
+    let l = live_world(3);
+    let first = l.lines(0..3);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    // Only touched: the content is the same, so it is still unchanged (verified once, then remembered).
+    set_age(&l.transcript, std::time::Duration::from_secs(3600));
+    let s = l.summary();
+    assert_eq!(
+        find_by_path(&s, "skipped", &l.transcript).unwrap_or_else(|| panic!("{s}"))["reason"],
+        "unchanged"
+    );
+    // The last captured line replaced by a new one of the same length: the file's size is the captured
+    // size, but it is not unchanged.
+    let rewritten = first.replace("message 2", "message X");
+    assert_eq!(rewritten.len(), first.len());
+    write_aged(
+        &l.transcript,
+        rewritten.as_bytes(),
+        std::time::Duration::from_secs(1800),
+    );
+    let s = l.summary();
+    assert!(
+        find_by_path(&s, "skipped", &l.transcript).is_none(),
+        "not skipped as unchanged: {s}"
+    );
+    let item = find_by_path(&s, "needsAttention", &l.transcript).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(item["reason"], "prefix-mismatch", "{s}");
+    assert_eq!(l.calls().len(), 1, "nothing captured twice");
+}

@@ -29,21 +29,24 @@ pub fn fill(command: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
     command.iter().map(|arg| fill_one(arg, vars)).collect()
 }
 
-/// One pass over `arg`, left to right: each `{name}` that names a value is replaced by it, and what was
-/// put in is never looked at again, so a `{repo}` inside the prompt or a path reaches the agent as it is.
+/// One pass over `arg`, left to right: each `{name}` (or `{name:toml}`) that names a value is replaced
+/// by it, and what was put in is never looked at again, so a `{repo}` inside the prompt or a path
+/// reaches the agent as it is. Any other `{` is text.
 fn fill_one(arg: &str, vars: &HashMap<&str, String>) -> String {
     let mut out = String::with_capacity(arg.len());
     let mut rest = arg;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        match after
-            .find('}')
-            .and_then(|close| Some((vars.get(&after[..close])?, close)))
-        {
-            Some((value, close)) => {
-                out.push_str(value);
-                rest = &after[close + 1..];
+        let found = crate::config::placeholder_at(after)
+            .and_then(|(name, toml, len)| Some((vars.get(name)?, toml, len)));
+        match found {
+            Some((value, toml, len)) => {
+                match toml {
+                    true => out.push_str(&toml_string(value)),
+                    false => out.push_str(value),
+                }
+                rest = &after[len..];
             }
             None => {
                 out.push('{');
@@ -52,6 +55,22 @@ fn fill_one(arg: &str, vars: &HashMap<&str, String>) -> String {
         }
     }
     out.push_str(rest);
+    out
+}
+
+/// `s` as a TOML basic string, quotes included.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
     out
 }
 
@@ -163,6 +182,19 @@ pub fn invoke(
     vars.insert("prompt_file", record.prompt_path.clone());
     vars.insert("transcript", record.transcript_path.clone());
     vars.insert("repo", record.repo_root.clone());
+    vars.insert(
+        "wiki",
+        Path::new(&record.repo_root)
+            .join(".almanac")
+            .display()
+            .to_string(),
+    );
+    vars.insert(
+        "key_dir",
+        crate::ledger::seal::key_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+    );
     vars.insert("run_id", record.run_id.clone());
     if def.session_id.preset {
         let id = crate::util::ids::uuid_v4();
@@ -523,6 +555,26 @@ fn describe_failure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toml_placeholders_are_quoted_and_other_braces_are_text() {
+        let vars: HashMap<&str, String> = [("repo", r#"/w/a "b" \c"#.to_string())]
+            .into_iter()
+            .collect();
+        let argv = fill(
+            &[r#"projects={{repo:toml}={trust_level="untrusted"}}"#.into()],
+            &vars,
+        );
+        assert_eq!(
+            argv,
+            [r#"projects={"/w/a \"b\" \\c"={trust_level="untrusted"}}"#]
+        );
+        let parsed: toml_edit::DocumentMut = argv[0].parse().unwrap();
+        assert_eq!(
+            parsed["projects"][r#"/w/a "b" \c"#]["trust_level"].as_str(),
+            Some("untrusted")
+        );
+    }
 
     #[test]
     fn placeholders_are_filled_in_one_pass() {

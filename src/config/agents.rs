@@ -65,17 +65,39 @@ pub const PLACEHOLDERS: &[&str] = &[
     "session_id",
     "transcript",
     "repo",
+    "wiki",
+    "key_dir",
     "run_id",
 ];
+
+/// A placeholder at the start of `text` (just after a `{`): a name of lower-case letters and `_`,
+/// optionally followed by `:toml` (the value as a TOML basic string, quotes included, for `-c key=...`
+/// overrides), then `}`. Returns (name, toml, bytes up to and including the `}`). Anything else after a
+/// `{` is not a placeholder: the brace is text (a TOML inline table, JSON).
+pub fn placeholder_at(text: &str) -> Option<(&str, bool, usize)> {
+    let name_len = text
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+        .count();
+    if name_len == 0 {
+        return None;
+    }
+    let rest = &text[name_len..];
+    if rest.starts_with('}') {
+        return Some((&text[..name_len], false, name_len + 1));
+    }
+    rest.starts_with(":toml}")
+        .then_some((&text[..name_len], true, name_len + ":toml}".len()))
+}
 
 /// Rejects `{unknown}` placeholders so a typo fails loudly instead of reaching the agent.
 pub(super) fn check_placeholders(arg: &str) -> Result<(), String> {
     let mut rest = arg;
     while let Some(start) = rest.find('{') {
-        let Some(len) = rest[start..].find('}') else {
-            break;
+        rest = &rest[start + 1..];
+        let Some((name, _, len)) = placeholder_at(rest) else {
+            continue;
         };
-        let name = &rest[start + 1..start + len];
         if !PLACEHOLDERS.contains(&name) {
             return Err(format!(
                 "unknown placeholder {{{name}}} in \"{arg}\" (known: {})",
@@ -86,7 +108,7 @@ pub(super) fn check_placeholders(arg: &str) -> Result<(), String> {
                     .join(", ")
             ));
         }
-        rest = &rest[start + len + 1..];
+        rest = &rest[len..];
     }
     Ok(())
 }
@@ -212,6 +234,21 @@ mod tests {
         assert_eq!(codex.command[..2], ["codex", "exec"]);
         assert!(!codex.session_id.preset);
         assert!(codex.session_id.from_stdout.is_some());
+    }
+
+    #[test]
+    fn placeholders_are_checked_and_other_braces_are_text() {
+        assert_eq!(check_placeholders("{repo}/x {wiki:toml} {key_dir}"), Ok(()));
+        assert_eq!(
+            check_placeholders(r#"projects={{repo:toml}={trust_level="untrusted"}} {"a": 1}"#),
+            Ok(())
+        );
+        let e = check_placeholders("{repoo}").unwrap_err();
+        assert!(e.contains("unknown placeholder {repoo}"), "{e}");
+        let e = check_placeholders("x={{repo_dir:toml}=1}").unwrap_err();
+        assert!(e.contains("{repo_dir}"), "{e}");
+        assert_eq!(placeholder_at("repo:toml}rest"), Some(("repo", true, 10)));
+        assert_eq!(placeholder_at("repo:yaml}"), None);
     }
 
     /// Uses every key the schema defines.

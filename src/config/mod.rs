@@ -9,7 +9,8 @@ mod edit;
 mod parse;
 
 pub use agents::{
-    builtin_agents, AgentDef, AgentStdin, SessionIdSource, StdoutEvent, PLACEHOLDERS,
+    builtin_agents, placeholder_at, AgentDef, AgentStdin, SessionIdSource, StdoutEvent,
+    PLACEHOLDERS,
 };
 pub use edit::{write_automation, AutomationSettings};
 pub use parse::parse;

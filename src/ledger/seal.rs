@@ -59,6 +59,12 @@ pub fn almanac_home() -> Option<&'static Path> {
     HOMES.get().map(|h| h.almanac.as_path())
 }
 
+/// The directory of this user's run key (`~/.codealmanac/state`), which the shipped agent profiles keep
+/// the agent from reading (`{key_dir}`); None in unit tests.
+pub fn key_dir() -> Option<&'static Path> {
+    HOMES.get().map(|h| h.key_dir.as_path())
+}
+
 /// The user's key file for `home` (the user's home directory).
 pub fn key_path(home: &Path) -> PathBuf {
     home.join(".codealmanac").join("state").join("run-key")

@@ -254,7 +254,8 @@ fn real_codex_completes_a_turn_against_the_mock() {
     );
 }
 
-/// The argv of a shipped profile (`agents/<name>.yaml`), placeholders filled.
+/// The argv of a shipped profile (`agents/<name>.yaml`), placeholders filled (`{name:toml}` as a TOML
+/// string).
 pub fn shipped_argv(name: &str, vars: &[(&str, &str)]) -> Vec<String> {
     let path = format!("{}/agents/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
     let v: serde_json::Value =
@@ -266,8 +267,14 @@ pub fn shipped_argv(name: &str, vars: &[(&str, &str)]) -> Vec<String> {
         .map(|a| {
             let mut a = a.as_str().unwrap().to_string();
             for (k, val) in vars {
+                let toml = format!("\"{}\"", val.replace('\\', "\\\\").replace('"', "\\\""));
+                a = a.replace(&format!("{{{k}:toml}}"), &toml);
                 a = a.replace(&format!("{{{k}}}"), val);
             }
+            assert!(
+                !a.contains("{repo") && !a.contains("{wiki") && !a.contains("{key_dir"),
+                "a placeholder left unfilled: {a}"
+            );
             a
         })
         .collect()
@@ -316,9 +323,13 @@ fn shipped_claude_profile_refuses_writes_outside_the_wiki() {
         claude_write(&page.display().to_string(), PAGE),
         Turn::Text("Done.".into()),
     ]);
+    let key_dir = w.home().join(".codealmanac/state").display().to_string();
     let argv = shipped_argv(
         "claude",
-        &[("session_id", "0b6f3c2e-58a1-4e0f-9d7c-2a4b6c8d0e10")],
+        &[
+            ("session_id", "0b6f3c2e-58a1-4e0f-9d7c-2a4b6c8d0e10"),
+            ("key_dir", &key_dir),
+        ],
     );
     assert!(!argv.iter().any(|a| a == "acceptEdits"), "{argv:?}");
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
@@ -379,7 +390,12 @@ fn shipped_codex_profile_refuses_writes_outside_the_wiki() {
         Turn::Text("Done.".into()),
     ]);
     let repo_s = repo.display().to_string();
-    let argv = shipped_argv("codex", &[("repo", &repo_s)]);
+    let wiki_s = repo.join(".almanac").display().to_string();
+    let key_dir = w.home().join(".codealmanac/state").display().to_string();
+    let argv = shipped_argv(
+        "codex",
+        &[("repo", &repo_s), ("wiki", &wiki_s), ("key_dir", &key_dir)],
+    );
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
     let out = run_client_stdin(&w, &mock, &codex, &args, &repo, Some("Update the wiki"));
     let why = describe(&out, &mock);

@@ -1,46 +1,141 @@
 //! The check after every capture run, whatever the agent: before the run almanac notes the state of the
 //! repository outside `.almanac/`, after it compares. What changed is recorded in the run record
-//! (`wroteOutsideWiki`, `alsoChangedDuringRun`) and never reverted: the user may be editing the same tree.
+//! (`wroteOutsideWiki`, `alsoChangedDuringRun`, repo-relative paths) and never reverted: the user may be
+//! editing the same tree.
 //!
-//! In a git work tree the state is `git status` (untracked files included, ignored ones not) of the
-//! repo's directory plus HEAD, with the size and mtime of every file it lists. A file that was already
-//! modified before the run and changed again is "also changed during the run" (most likely the user's
-//! work), not blamed on the agent; a file that was clean before and is not after is. A commit made during
-//! the run is judged the same way through the files it changed. Files git ignores are not seen.
+//! A file's state is its size, mtime and ctime (a program can set a file's mtime back, not its ctime)
+//! and, for files up to `HASH_FILE_MAX` while the snapshot has hashed less than `HASH_BUDGET`, a hash
+//! of its content: an edit that keeps size and mtime is seen.
 //!
-//! Elsewhere the state is the size and mtime of the repo's files, walking at most `MAX_FILES` files for at
-//! most `MAX_WALK` each time; when the first walk hits a bound only the files it saw are compared (new
-//! files are then not detected) and the record says so.
+//! In a git work tree the state is:
+//! - `git status` (untracked files included, ignored ones not) of the repo's directory, with the state
+//!   of every file it lists, plus HEAD. A file already modified before the run and changed again is
+//!   "also changed during the run" (most likely the user's work), not blamed on the agent; a file that
+//!   was clean before and is not after is. A commit made during the run is judged the same way through
+//!   the files it changed.
+//! - the files inside untracked directories git lists whole (nested repositories), walked;
+//! - git's own control files (`.git/config`, `hooks/`, `info/` with `exclude` and `attributes`,
+//!   `objects/info/` alternates, submodules' config and hooks under `modules/`), which decide what git
+//!   runs and what it shows: a planted hook or an `info/exclude` that hides a file is a write outside
+//!   the wiki, listed as `.git/hooks/pre-commit`;
+//! - the paths the index marks assume-unchanged or skip-worktree (`git ls-files -v`): a path newly
+//!   marked during the run had its changes hidden from `git status`, and is listed.
+//!
+//! Not covered: files git ignores (`.gitignore`, the user's global excludes); the work trees of
+//! submodules (their recorded commit is compared); refs, the reflog and objects (a commit is judged by
+//! HEAD); past `MAX_FILES` or `MAX_WALK`, files not walked (the record's log says so).
+//!
+//! git runs without any program the repository configures (`Git`): no fsmonitor hook, hooks, clean or
+//! smudge filters, external diff, pager or ssh command, and without the system config; and with no
+//! optional locks, so it never takes the index lock the user's git may want.
+//!
+//! Elsewhere the state is that of the repo's files, walking at most `MAX_FILES` files for at most
+//! `MAX_WALK` each time; when the first walk hits a bound only the files it saw are compared (new files
+//! are then not detected) and the record says so.
 
 use crate::ledger::record::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// Files walked at most, outside a git work tree.
+/// Files walked at most (outside a git work tree; inside untracked directories and git's control files).
 pub const MAX_FILES: usize = 20_000;
-/// Time spent walking at most, outside a git work tree.
+/// Time spent walking at most, each walk.
 pub const MAX_WALK: Duration = Duration::from_secs(2);
+/// Files larger than this are compared by size and times only.
+pub const HASH_FILE_MAX: u64 = 8 << 20;
+/// Content a snapshot hashes at most; past it, files are compared by size and times only.
+pub const HASH_BUDGET: u64 = 128 << 20;
 /// git gets this long per command.
 const GIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The tree object of an empty tree: what HEAD is compared against before the first commit.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/// (size, mtime in ns) of a file, or None when it does not exist.
-type Stamp = Option<(u64, u128)>;
+/// A file's state: size, mtime and ctime (ns), and its content's hash when it was hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    mtime: i128,
+    ctime: i128,
+    hash: Option<[u8; 32]>,
+}
+
+/// Whether two states of a path are the same: both absent, or equal in size and times and (when both
+/// were hashed) content.
+fn same(a: &Option<Stamp>, b: &Option<Stamp>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.len == b.len
+                && a.mtime == b.mtime
+                && a.ctime == b.ctime
+                && (a.hash.is_none() || b.hash.is_none() || a.hash == b.hash)
+        }
+        _ => false,
+    }
+}
+
+/// Takes stamps, hashing content within the budget.
+struct Stamper {
+    hashed: u64,
+}
+
+impl Stamper {
+    fn new() -> Stamper {
+        Stamper { hashed: 0 }
+    }
+
+    fn stamp(&mut self, p: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(p).ok()?;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        let mut st = Stamp {
+            len: m.len(),
+            mtime: ns(m.mtime(), m.mtime_nsec()),
+            ctime: ns(m.ctime(), m.ctime_nsec()),
+            hash: None,
+        };
+        if m.file_type().is_symlink() {
+            use sha2::Digest;
+            let target = std::fs::read_link(p).ok()?;
+            st.hash = Some(sha2::Sha256::digest(target.as_os_str().as_encoded_bytes()).into());
+        } else if m.is_file() && m.len() <= HASH_FILE_MAX && self.hashed + m.len() <= HASH_BUDGET {
+            self.hashed += m.len();
+            st.hash = hash_file(p);
+        }
+        Some(st)
+    }
+}
+
+fn hash_file(p: &Path) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    let mut f = crate::util::untrusted::open_regular(p).ok()?;
+    let mut h = sha2::Sha256::new();
+    std::io::copy(&mut f, &mut h).ok()?;
+    Some(h.finalize().into())
+}
 
 pub enum Snapshot {
     Git {
+        git: Git,
         /// The repo's directory relative to the work tree's top ("" or "sub/dir/").
         prefix: String,
         head: Option<String>,
-        /// Dirty paths relative to the repo, with their status code and stamp.
-        dirty: BTreeMap<String, (String, Stamp)>,
+        /// Dirty paths relative to the repo, with their status code and state.
+        dirty: BTreeMap<String, (String, Option<Stamp>)>,
+        /// Files inside the untracked directories git lists whole (nested repositories).
+        nested: BTreeMap<String, Option<Stamp>>,
+        /// git's control files, named repo-relative (absolute when the git directory is elsewhere).
+        control: BTreeMap<String, Option<Stamp>>,
+        /// Paths the index marks assume-unchanged or skip-worktree.
+        hidden: BTreeSet<String>,
+        /// A walk hit its bound.
+        partial: bool,
     },
     Files {
-        files: BTreeMap<String, Stamp>,
+        files: BTreeMap<String, Option<Stamp>>,
         complete: bool,
     },
 }
@@ -58,17 +153,26 @@ pub struct Changes {
 impl Snapshot {
     /// The repo's state outside `.almanac/` now.
     pub fn take(repo: &Path) -> Snapshot {
-        match git(repo, &["rev-parse", "--show-prefix"]) {
-            Some(prefix) => {
-                let prefix = String::from_utf8_lossy(&prefix).trim().to_string();
+        let mut st = Stamper::new();
+        let git = Git::new(repo);
+        match git.layout() {
+            Some(layout) => {
+                let dirty = git.dirty(&layout.prefix, &mut st);
+                let (nested, n_partial) = walk_untracked_dirs(repo, &dirty, &mut st);
+                let (control, c_partial) = control_files(repo, &layout.git_dirs, &mut st);
                 Snapshot::Git {
-                    head: head(repo),
-                    dirty: git_dirty(repo, &prefix),
-                    prefix,
+                    head: git.head(),
+                    hidden: git.hidden(),
+                    prefix: layout.prefix,
+                    dirty,
+                    nested,
+                    control,
+                    partial: n_partial || c_partial,
+                    git,
                 }
             }
             None => {
-                let (files, complete) = walk(repo);
+                let (files, complete) = walk(repo, &mut st);
                 Snapshot::Files { files, complete }
             }
         }
@@ -77,26 +181,51 @@ impl Snapshot {
     /// Compares with the repo now.
     pub fn changes(&self, repo: &Path) -> Changes {
         let mut c = Changes::default();
+        let mut st = Stamper::new();
         match self {
             Snapshot::Git {
+                git,
                 prefix,
                 head: before_head,
                 dirty,
+                nested,
+                control,
+                hidden,
+                partial,
             } => {
-                let now = git_dirty(repo, prefix);
+                let now = git.dirty(prefix, &mut st);
                 for path in dirty.keys().chain(now.keys()).collect::<BTreeSet<_>>() {
                     match (dirty.get(path), now.get(path)) {
-                        (Some(b), Some(a)) if b == a => {}
+                        (Some(b), Some(a)) if b.0 == a.0 && same(&b.1, &a.1) => {}
                         (Some(_), _) => c.also.push(path.clone()),
                         (None, _) => c.wrote.push(path.clone()),
                     }
                 }
-                let after_head = head(repo);
+                let (nested_now, _) = walk_untracked_dirs(repo, &now, &mut st);
+                compare(nested, &nested_now, &mut c.wrote);
+                let layout = git.layout();
+                let dirs = layout.map(|l| l.git_dirs).unwrap_or_default();
+                let (control_now, _) = control_files(repo, &dirs, &mut st);
+                compare(control, &control_now, &mut c.wrote);
+                for p in git.hidden().difference(hidden) {
+                    c.wrote.push(p.clone());
+                }
+                let after_head = git.head();
                 if after_head != *before_head {
                     let from = before_head.as_deref().unwrap_or(EMPTY_TREE);
                     let to = after_head.as_deref().unwrap_or(EMPTY_TREE);
-                    let args = ["diff", "--name-only", "-z", from, to, "--", "."];
-                    for p in git(repo, &args).map(|o| split_z(&o)).unwrap_or_default() {
+                    let args = [
+                        "diff",
+                        "--no-ext-diff",
+                        "--no-textconv",
+                        "--name-only",
+                        "-z",
+                        from,
+                        to,
+                        "--",
+                        ".",
+                    ];
+                    for p in git.run(&args).map(|o| split_z(&o)).unwrap_or_default() {
                         let Some(p) = outside_wiki(&p, prefix) else {
                             continue;
                         };
@@ -111,15 +240,18 @@ impl Snapshot {
                     }
                     c.note = Some(format!("HEAD moved from {from} to {to} during the run"));
                 }
+                if *partial {
+                    c.note = Some(bounds_note(c.note.take()));
+                }
             }
             Snapshot::Files { files, complete } => {
-                let (now, _) = walk(repo);
+                let (now, _) = walk(repo, &mut st);
                 for (path, stamp) in files {
-                    let current = now
-                        .get(path)
-                        .copied()
-                        .unwrap_or_else(|| stat(&repo.join(path)));
-                    if current != *stamp {
+                    let current = match now.get(path) {
+                        Some(s) => *s,
+                        None => st.stamp(&repo.join(path)),
+                    };
+                    if !same(&current, stamp) {
                         c.wrote.push(path.clone());
                     }
                 }
@@ -127,15 +259,14 @@ impl Snapshot {
                     c.wrote
                         .extend(now.keys().filter(|p| !files.contains_key(*p)).cloned());
                 } else {
-                    c.note = Some(format!(
-                        "the repo has more files than almanac compares ({MAX_FILES} files or {} s of walking): only those were checked",
-                        MAX_WALK.as_secs()
-                    ));
+                    c.note = Some(bounds_note(None));
                 }
             }
         }
         c.wrote.sort();
+        c.wrote.dedup();
         c.also.sort();
+        c.also.dedup();
         c
     }
 
@@ -166,47 +297,223 @@ impl Snapshot {
     }
 }
 
-/// Runs git in `repo` (no optional locks: it must not take the index lock the user's git may want);
-/// its stdout when it exits 0 within `GIT_TIMEOUT`.
-fn git(repo: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let mut child = Command::new("git")
-        .arg("--no-optional-locks")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let mut stdout = child.stdout.take()?;
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stdout, &mut buf);
-        buf
-    });
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let out = reader.join().ok()?;
-                return status.success().then_some(out);
-            }
-            Ok(None) if start.elapsed() < GIT_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
+fn bounds_note(before: Option<String>) -> String {
+    let bounds = format!(
+        "the repo has more files than almanac compares ({MAX_FILES} files or {} s of walking): only those were checked",
+        MAX_WALK.as_secs()
+    );
+    match before {
+        Some(n) => format!("{n}; {bounds}"),
+        None => bounds,
+    }
+}
+
+/// Adds to `out` every path whose state differs between `before` and `after` (appeared, went or changed).
+fn compare(
+    before: &BTreeMap<String, Option<Stamp>>,
+    after: &BTreeMap<String, Option<Stamp>>,
+    out: &mut Vec<String>,
+) {
+    for path in before.keys().chain(after.keys()).collect::<BTreeSet<_>>() {
+        let b = before.get(path).copied().flatten();
+        let a = after.get(path).copied().flatten();
+        if !same(&b, &a) {
+            out.push(path.clone());
         }
     }
 }
 
-fn head(repo: &Path) -> Option<String> {
-    git(repo, &["rev-parse", "-q", "--verify", "HEAD"])
-        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+/// git, run without what the repository could make it run. Every command gets `-c` overrides for the
+/// config keys that name programs or hide changes (and for each filter driver the config defines), the
+/// system config is not read, and the environment git would take a repository or a program from is
+/// cleared.
+pub struct Git {
+    repo: PathBuf,
+    overrides: Vec<String>,
+}
+
+/// Config keys set for every git command almanac runs.
+const SAFE_CONFIG: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.untrackedCache=false",
+    "core.trustctime=true",
+    "core.checkStat=default",
+    "core.pager=cat",
+    "core.sshCommand=",
+    "core.askPass=",
+    "diff.external=",
+    "status.submoduleSummary=false",
+    "submodule.recurse=false",
+];
+
+/// Environment variables git reads a repository, config or program from: removed.
+const GIT_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_DIFF_OPTS",
+    "GIT_PAGER",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
+];
+
+/// Where the repo sits in its work tree and where git keeps its files.
+struct Layout {
+    prefix: String,
+    git_dirs: Vec<PathBuf>,
+}
+
+impl Git {
+    fn new(repo: &Path) -> Git {
+        let mut g = Git {
+            repo: repo.to_path_buf(),
+            overrides: SAFE_CONFIG.iter().map(|s| s.to_string()).collect(),
+        };
+        // Clean and smudge filters run on `git status` (to compare a file's content with the index):
+        // every driver the config names is emptied, which git takes as no filter.
+        let args = ["config", "-z", "--name-only", "--get-regexp", r"^filter\."];
+        let names = g.run(&args).map(|o| split_z(&o)).unwrap_or_default();
+        let drivers: BTreeSet<String> = names
+            .iter()
+            .filter_map(|n| {
+                let rest = n.strip_prefix("filter.")?;
+                rest.rsplit_once('.').map(|(driver, _)| driver.to_string())
+            })
+            .collect();
+        for d in drivers {
+            for key in ["clean", "smudge", "process"] {
+                g.overrides.push(format!("filter.{d}.{key}="));
+            }
+            g.overrides.push(format!("filter.{d}.required=false"));
+        }
+        g
+    }
+
+    /// Runs git in the repo; its stdout when it exits 0 within `GIT_TIMEOUT`.
+    fn run(&self, args: &[&str]) -> Option<Vec<u8>> {
+        let mut cmd = Command::new("git");
+        cmd.arg("--no-optional-locks");
+        for o in &self.overrides {
+            cmd.arg("-c").arg(o);
+        }
+        for v in GIT_ENV {
+            cmd.env_remove(v);
+        }
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .arg("-C")
+            .arg(&self.repo)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().ok()?;
+        let mut stdout = child.stdout.take()?;
+        let reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut buf);
+            buf
+        });
+        let start = Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let out = reader.join().ok()?;
+                    return status.success().then_some(out);
+                }
+                Ok(None) if start.elapsed() < GIT_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// None outside a git work tree.
+    fn layout(&self) -> Option<Layout> {
+        let out = self.run(&[
+            "rev-parse",
+            "--show-prefix",
+            "--absolute-git-dir",
+            "--path-format=absolute",
+            "--git-common-dir",
+        ])?;
+        let text = String::from_utf8_lossy(&out);
+        let mut lines = text.split('\n');
+        let prefix = lines.next()?.trim().to_string();
+        let mut git_dirs: Vec<PathBuf> = lines
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| PathBuf::from(l.trim()))
+            .collect();
+        git_dirs.dedup();
+        Some(Layout { prefix, git_dirs })
+    }
+
+    fn head(&self) -> Option<String> {
+        self.run(&["rev-parse", "-q", "--verify", "HEAD"])
+            .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+    }
+
+    fn dirty(&self, prefix: &str, st: &mut Stamper) -> BTreeMap<String, (String, Option<Stamp>)> {
+        let args = [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=dirty",
+            "--",
+            ".",
+        ];
+        let Some(out) = self.run(&args) else {
+            return BTreeMap::new();
+        };
+        split_z(&out)
+            .into_iter()
+            .filter(|e| e.len() > 3)
+            .filter_map(|e| {
+                let rel = outside_wiki(&e[3..], prefix)?;
+                let stamp = st.stamp(&self.repo.join(&rel));
+                Some((rel, (e[..2].to_string(), stamp)))
+            })
+            .collect()
+    }
+
+    /// Paths (relative to the repo, outside the wiki) the index marks assume-unchanged (a lower-case tag)
+    /// or skip-worktree (`S`): `git status` does not look at them.
+    fn hidden(&self) -> BTreeSet<String> {
+        let Some(out) = self.run(&["ls-files", "-v", "-z", "--", "."]) else {
+            return BTreeSet::new();
+        };
+        split_z(&out)
+            .into_iter()
+            .filter_map(|e| {
+                let (tag, path) = e.split_once(' ')?;
+                let marked =
+                    tag.len() == 1 && (tag.chars().all(|c| c.is_ascii_lowercase()) || tag == "S");
+                marked.then(|| outside_wiki(path, "")).flatten()
+            })
+            .collect()
+    }
 }
 
 fn split_z(out: &[u8]) -> Vec<String> {
@@ -222,50 +529,121 @@ fn outside_wiki(path: &str, prefix: &str) -> Option<String> {
     (!(rel == ".almanac" || rel.starts_with(".almanac/"))).then(|| rel.to_string())
 }
 
-fn git_dirty(repo: &Path, prefix: &str) -> BTreeMap<String, (String, Stamp)> {
-    let args = [
-        "status",
-        "--porcelain=v1",
-        "-z",
-        "--untracked-files=all",
-        "--no-renames",
-        "--",
-        ".",
-    ];
-    let Some(out) = git(repo, &args) else {
-        return BTreeMap::new();
+/// The files inside each untracked directory git listed whole (`?? dir/`: a nested repository).
+fn walk_untracked_dirs(
+    repo: &Path,
+    dirty: &BTreeMap<String, (String, Option<Stamp>)>,
+    st: &mut Stamper,
+) -> (BTreeMap<String, Option<Stamp>>, bool) {
+    let mut out = BTreeMap::new();
+    let mut partial = false;
+    for dir in dirty
+        .iter()
+        .filter(|(p, (code, _))| code == "??" && p.ends_with('/'))
+        .map(|(p, _)| p)
+    {
+        let (files, complete) = walk_under(repo, &repo.join(dir), |_| true, st);
+        partial |= !complete;
+        out.extend(files);
+    }
+    (out, partial)
+}
+
+/// git's control files in `git_dirs`, named relative to the repo when they are inside it: everything
+/// but what git rewrites on its own in everyday use (objects, refs, logs, the index, transient state).
+fn control_files(
+    repo: &Path,
+    git_dirs: &[PathBuf],
+    st: &mut Stamper,
+) -> (BTreeMap<String, Option<Stamp>>, bool) {
+    let mut out = BTreeMap::new();
+    let mut complete = true;
+    for dir in git_dirs {
+        let (files, done) = walk_under(repo, dir, control_file, st);
+        complete &= done;
+        out.extend(files);
+    }
+    (out, !complete)
+}
+
+/// Whether a path inside a git directory (relative to it, `/`-separated) is one almanac compares.
+fn control_file(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let Some(name) = parts.last() else {
+        return false;
     };
-    split_z(&out)
-        .into_iter()
-        .filter(|e| e.len() > 3)
-        .filter_map(|e| {
-            let rel = outside_wiki(&e[3..], prefix)?;
-            let stamp = stat(&repo.join(&rel));
-            Some((rel, (e[..2].to_string(), stamp)))
-        })
-        .collect()
+    // Directories git fills on its own; `objects/info/` (alternates) is compared.
+    let skipped_dir = |i: usize, d: &str| match d {
+        "objects" => parts.get(i + 1) != Some(&"info"),
+        "refs" | "logs" | "lfs" | "rebase-merge" | "rebase-apply" | "sequencer" => true,
+        "fsmonitor--daemon" | "fsmonitor--daemon.ipc" => true,
+        _ => false,
+    };
+    if parts[..parts.len() - 1]
+        .iter()
+        .enumerate()
+        .any(|(i, d)| skipped_dir(i, d))
+    {
+        return false;
+    }
+    !(name.ends_with(".lock")
+        || matches!(
+            *name,
+            "index"
+                | "packed-refs"
+                | "HEAD"
+                | "ORIG_HEAD"
+                | "FETCH_HEAD"
+                | "COMMIT_EDITMSG"
+                | "AUTO_MERGE"
+                | "MERGE_HEAD"
+                | "MERGE_MSG"
+                | "MERGE_MODE"
+                | "MERGE_RR"
+                | "CHERRY_PICK_HEAD"
+                | "REVERT_HEAD"
+                | "REBASE_HEAD"
+                | "gc.log"
+                | "gc.pid"
+                | "shallow"
+        )
+        || name.starts_with("BISECT_"))
 }
 
-fn stat(p: &Path) -> Stamp {
-    let m = std::fs::symlink_metadata(p).ok()?;
-    let mtime = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    Some((m.len(), mtime))
+/// The repo's files outside `.almanac/` (and git's object store, refs and logs), within the bounds;
+/// whether the walk was complete.
+fn walk(repo: &Path, st: &mut Stamper) -> (BTreeMap<String, Option<Stamp>>, bool) {
+    walk_under(
+        repo,
+        repo,
+        |rel| {
+            let first = rel.split('/').next().unwrap_or("");
+            if first == ".almanac" {
+                return false;
+            }
+            // Inside a `.git` directory, only its control files.
+            match rel.split_once(".git/") {
+                Some((before, inside)) if before.is_empty() || before.ends_with('/') => {
+                    control_file(inside)
+                }
+                _ => true,
+            }
+        },
+        st,
+    )
 }
 
-/// The repo's files outside `.almanac/` (and `.git/`), within the bounds; whether the walk was complete.
-fn walk(repo: &Path) -> (BTreeMap<String, Stamp>, bool) {
+/// The files under `dir` (not following links) whose path relative to it passes `keep`, stamped and
+/// named relative to `repo` (absolute when outside it); whether the walk was complete.
+fn walk_under(
+    repo: &Path,
+    dir: &Path,
+    keep: impl Fn(&str) -> bool,
+    st: &mut Stamper,
+) -> (BTreeMap<String, Option<Stamp>>, bool) {
     let start = Instant::now();
     let mut files = BTreeMap::new();
-    let it = walkdir::WalkDir::new(repo)
-        .min_depth(1)
-        .into_iter()
-        .filter_entry(|e| {
-            !(e.depth() == 1 && e.file_name() == ".almanac") && e.file_name() != ".git"
-        });
+    let it = walkdir::WalkDir::new(dir).min_depth(1).into_iter();
     for e in it.flatten() {
         if files.len() >= MAX_FILES || start.elapsed() >= MAX_WALK {
             return (files, false);
@@ -273,9 +651,17 @@ fn walk(repo: &Path) -> (BTreeMap<String, Stamp>, bool) {
         if e.file_type().is_dir() {
             continue;
         }
-        if let Ok(rel) = e.path().strip_prefix(repo) {
-            files.insert(rel.display().to_string(), stat(e.path()));
+        let Ok(inside) = e.path().strip_prefix(dir) else {
+            continue;
+        };
+        if !keep(&inside.to_string_lossy().replace('\\', "/")) {
+            continue;
         }
+        let name = match e.path().strip_prefix(repo) {
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => e.path().display().to_string(),
+        };
+        files.insert(name, st.stamp(e.path()));
     }
     (files, true)
 }
@@ -299,28 +685,35 @@ mod tests {
         assert!(ok, "{script}");
     }
 
+    fn have_git() -> bool {
+        Command::new("git").arg("--version").output().is_ok()
+    }
+
     #[test]
     fn without_git_every_change_outside_the_wiki_counts() {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         sh(
             r,
-            "mkdir -p src .almanac/pages && echo a > src/a.rs && echo b > src/b.rs",
+            "mkdir -p src .almanac/pages && echo a > src/a.rs && echo b > src/b.rs && echo c > src/c.rs",
         );
         let s = Snapshot::take(r);
         assert!(matches!(s, Snapshot::Files { complete: true, .. }));
+        // c.rs: same size, mtime put back.
         sh(
             r,
-            "echo x > .almanac/pages/p.md && echo aa > src/a.rs && rm src/b.rs && echo n > new.txt",
+            "echo x > .almanac/pages/p.md && echo aa > src/a.rs && rm src/b.rs && echo n > new.txt \
+             && touch -r src/c.rs /tmp/.almanac-verify-ref-$$ && echo C > src/c.rs \
+             && touch -r /tmp/.almanac-verify-ref-$$ src/c.rs && rm /tmp/.almanac-verify-ref-$$",
         );
         let c = s.changes(r);
-        assert_eq!(c.wrote, ["new.txt", "src/a.rs", "src/b.rs"]);
+        assert_eq!(c.wrote, ["new.txt", "src/a.rs", "src/b.rs", "src/c.rs"]);
         assert!(c.also.is_empty());
     }
 
     #[test]
     fn in_git_files_dirty_before_the_run_are_not_blamed() {
-        if git(Path::new("."), &["--version"]).is_none() {
+        if !have_git() {
             eprintln!("skipping: no git");
             return;
         }
@@ -349,5 +742,35 @@ mod tests {
         let c = s.changes(r);
         assert_eq!(c.wrote, ["z.rs"]);
         assert!(c.note.unwrap().contains("HEAD moved"));
+    }
+
+    #[test]
+    fn control_files_are_what_git_does_not_rewrite_on_its_own() {
+        for yes in [
+            "config",
+            "hooks/pre-commit",
+            "info/exclude",
+            "info/attributes",
+            "objects/info/alternates",
+            "modules/sub/config",
+            "modules/sub/hooks/post-checkout",
+            "description",
+        ] {
+            assert!(control_file(yes), "{yes}");
+        }
+        for no in [
+            "index",
+            "HEAD",
+            "objects/ab/cdef",
+            "objects/pack/p.pack",
+            "refs/heads/main",
+            "logs/HEAD",
+            "index.lock",
+            "modules/sub/objects/ab/cd",
+            "modules/sub/index",
+            "COMMIT_EDITMSG",
+        ] {
+            assert!(!control_file(no), "{no}");
+        }
     }
 }

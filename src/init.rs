@@ -16,12 +16,30 @@ pub fn repo_root(start: &Path) -> PathBuf {
         .to_path_buf()
 }
 
+/// The largest `.almanac/.gitignore` `init` reads.
+const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
+
+/// A repo may come with `.almanac/` committed by someone else: `init` follows no link there (a
+/// `.almanac` or `.gitignore` that is a symbolic link is an error naming it) and only appends to a
+/// regular `.gitignore`.
 pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let wiki = root.join(".almanac");
     let mut created = Vec::new();
-    if !wiki.is_dir() {
-        std::fs::create_dir_all(&wiki)?;
-        created.push(wiki.clone());
+    match std::fs::symlink_metadata(&wiki) {
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory (a symbolic link or a file); almanac does not follow it: replace it with a directory",
+                wiki.display()
+            )))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&wiki)?;
+            created.push(wiki.clone());
+        }
+        Err(e) => return Err(e),
     }
     // runs/ holds prompts and logs that quote transcripts: private.
     let runs = wiki.join("runs");
@@ -30,16 +48,23 @@ pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
         created.push(runs);
     }
     let ignore = wiki.join(".gitignore");
-    let existing = match std::fs::read_to_string(&ignore) {
-        Ok(s) => Some(s),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
+    let existing = crate::util::untrusted::read_optional(&ignore, MAX_GITIGNORE_BYTES)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let open = |create: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        match create {
+            // A new file only: never through a link left in its place.
+            true => o.write(true).create_new(true).mode(0o644),
+            false => o
+                .append(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK),
+        };
+        o.open(&ignore)
     };
     match existing {
         None => {
-            std::fs::write(
-                &ignore,
-                "# almanac's run records, logs and capture ledger stay out of git\nruns/\n",
+            open(true)?.write_all(
+                b"# almanac's run records, logs and capture ledger stay out of git\nruns/\n",
             )?;
             created.push(ignore);
         }
@@ -48,12 +73,12 @@ pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
                 .lines()
                 .any(|l| matches!(l.trim(), "runs/" | "runs" | "/runs/" | "/runs")) =>
         {
-            let mut s = s;
+            let mut add = String::new();
             if !s.is_empty() && !s.ends_with('\n') {
-                s.push('\n');
+                add.push('\n');
             }
-            s.push_str("runs/\n");
-            std::fs::write(&ignore, s)?;
+            add.push_str("runs/\n");
+            open(false)?.write_all(add.as_bytes())?;
             created.push(ignore);
         }
         Some(_) => {}

@@ -10,7 +10,7 @@ use super::run::RunRecord;
 use crate::config::{AgentDef, AgentStdin};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,9 @@ pub struct Outcome {
     /// Why the run failed, in words, when it did.
     pub error: Option<String>,
     pub agent_pid: Option<u32>,
+    /// The run's prompt file is not the text that was queued (`agent-wrote-control-file`): no agent
+    /// was started.
+    pub prompt_changed: bool,
 }
 
 /// Replaces `{name}` placeholders in each argument; each stays one argument whatever it contains.
@@ -130,24 +133,15 @@ pub struct Limits {
     pub max_log_bytes: u64,
 }
 
+/// The largest run prompt almanac reads (instructions, at most `prompt::MAX_PROMPT_BYTES`, and a few
+/// lines about the run).
+const MAX_RUN_PROMPT_BYTES: u64 = 1 << 20;
+
 /// Reads the run's prompt (`runs/<id>.prompt.md`, never through a link, never blocking on a FIFO). A
 /// prompt that cannot be read (missing too) fails the run, naming the file: an agent started without it
 /// would be asked to capture nothing, and its exit 0 would move the cursor past lines nobody captured.
 fn read_prompt(path: &str) -> Result<String, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let read = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .and_then(|mut f| {
-            if !f.metadata()?.is_file() {
-                return Err(std::io::Error::other("not a regular file"));
-            }
-            let mut bytes = Vec::new();
-            f.read_to_end(&mut bytes)?;
-            Ok(bytes)
-        });
-    match read {
+    match crate::util::untrusted::read_capped(Path::new(path), MAX_RUN_PROMPT_BYTES) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) => Err(format!("cannot read the prompt file {path}: {e}")),
     }
@@ -174,9 +168,27 @@ pub fn invoke(
                 exit_code: None,
                 error: Some(error),
                 agent_pid: None,
+                prompt_changed: false,
             };
         }
     };
+    if let Some(want) = &record.prompt_sha256 {
+        if super::prompt::digest(&prompt_text) != *want {
+            let error = format!(
+                "{}: {} is not the prompt that was queued (changed since, by an agent of an earlier run?); \
+                 no agent was started, and the next sweep queues this part again",
+                crate::reason::Reason::AgentWroteControlFile,
+                record.prompt_path
+            );
+            let _ = writeln!(w, "{} almanac: {error}", now_iso());
+            return Outcome {
+                exit_code: None,
+                error: Some(error),
+                agent_pid: None,
+                prompt_changed: true,
+            };
+        }
+    }
     let mut vars: HashMap<&str, String> = HashMap::new();
     vars.insert("prompt", prompt_text);
     vars.insert("prompt_file", record.prompt_path.clone());
@@ -266,6 +278,7 @@ pub fn run(
         exit_code: None,
         error: Some(error),
         agent_pid: None,
+        prompt_changed: false,
     };
     let Ok(log_copy) = log.try_clone() else {
         return fail("cannot open the run log".into());
@@ -361,6 +374,7 @@ pub fn run(
         exit_code,
         error: describe_failure(def, status, timed_out, limits.timeout),
         agent_pid: Some(pid),
+        prompt_changed: false,
     }
 }
 

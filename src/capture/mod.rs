@@ -88,9 +88,12 @@ pub fn queue(
         mac: None,
         wrote_outside_wiki: None,
         also_changed_during_run: None,
+        prompt_sha256: None,
     };
-    let (template, _) = prompt::template(almanac_home, spec.repo);
-    let text = prompt::render(&template, &record, spec.summary, spec.context);
+    let template = prompt::template(almanac_home, spec.repo);
+    let text = prompt::render(&template.text, &record, spec.summary, spec.context);
+    let mut record = record;
+    record.prompt_sha256 = Some(prompt::digest(&text));
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
     run::write(&runs, &record)?;
     crate::util::fault::point("run-record-written");

@@ -1,26 +1,204 @@
 //! The capture prompt: instructions (embedded default, overridden by `$ALMANAC_HOME/prompts/capture.md`,
 //! then by `<repo>/.almanac/prompts/capture.md`), then the continuation over the original transcript.
 //! The prompt points at the transcript; it never pastes or copies it.
+//!
+//! The repo's override sits where the capture agent may write: one injected run could change the
+//! instructions of every later capture. So the override is used only as almanac trusts it
+//! (`$ALMANAC_HOME/state/prompts/<repo>.json`, with a copy of its text): when the first agent run in a
+//! repo starts, the override as it is then (or its absence) becomes the trusted one. Any change after
+//! that, whoever made it, is not used: captures go on with the last trusted text (or, when there was
+//! none, the instructions that apply without it), and the sweep reports `agent-wrote-control-file` until
+//! the user checks the file and confirms it with `almanac capture trust-prompt`. An override that is a
+//! link, not a regular file or larger than `MAX_PROMPT_BYTES` is never read.
 
 use crate::ledger::RunRecord;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../prompts/capture.md");
 pub const MARKER: &str = "almanac-capture-run:";
+/// The largest prompt override almanac reads.
+pub const MAX_PROMPT_BYTES: u64 = 256 << 10;
+
+/// The instructions in force for a repo.
+pub struct Template {
+    pub text: String,
+    /// Where they came from (a path, `built in`, or the trusted copy).
+    pub source: String,
+    /// Why the repo's override is not used as it is now (`agent-wrote-control-file`), if it is not.
+    pub refused: Option<String>,
+}
+
+/// The repo's override file.
+pub fn override_path(repo: &Path) -> PathBuf {
+    repo.join(".almanac").join("prompts").join("capture.md")
+}
+
+/// The repo's override as it is now: None when there is none; `Err` when it may not be read.
+fn read_override(repo: &Path) -> Result<Option<String>, String> {
+    let path = override_path(repo);
+    match crate::util::untrusted::read_optional(&path, MAX_PROMPT_BYTES) {
+        Ok(Some(b)) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+        Ok(None) => Ok(None),
+        Err(e) if e.to_string().contains(&path.display().to_string()) => Err(e.to_string()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// What almanac trusts of a repo's override: its text's hash (None: no override), kept under
+/// `$ALMANAC_HOME`, out of the agent's reach, with a copy of the text.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Trusted {
+    repo: String,
+    sha256: Option<String>,
+    since: String,
+}
+
+fn trust_paths(almanac_home: &Path, repo: &Path) -> (PathBuf, PathBuf) {
+    let dir = almanac_home.join("state").join("prompts");
+    let id = crate::ledger::repo_id(repo);
+    (dir.join(format!("{id}.json")), dir.join(format!("{id}.md")))
+}
+
+fn load_trusted(almanac_home: &Path, repo: &Path) -> Option<(Trusted, Option<String>)> {
+    let (json, md) = trust_paths(almanac_home, repo);
+    let t: Trusted = serde_json::from_slice(&std::fs::read(json).ok()?).ok()?;
+    let text = match t.sha256 {
+        Some(_) => Some(std::fs::read_to_string(md).ok()?),
+        None => None,
+    };
+    Some((t, text))
+}
+
+fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    crate::util::ids::hex(&sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// What a run record keeps of its prompt's text (`promptSha256`).
+pub fn digest(text: &str) -> String {
+    format!("sha256:{}", sha256(text))
+}
+
+/// Records `text` (None: no override) as the repo's trusted override.
+fn store_trusted(
+    almanac_home: &Path,
+    repo: &Path,
+    text: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::io::Result<()> {
+    let (json, md) = trust_paths(almanac_home, repo);
+    if let Some(t) = text {
+        crate::util::atomic::write_atomic(&md, t.as_bytes())?;
+    }
+    crate::util::atomic::write_json_atomic(
+        &json,
+        &Trusted {
+            repo: repo.display().to_string(),
+            sha256: text.map(sha256),
+            since: crate::policy::iso(now),
+        },
+    )
+}
 
 /// The instructions in force for `repo`, with where they came from.
-pub fn template(almanac_home: &Path, repo: &Path) -> (String, String) {
-    for p in [
-        repo.join(".almanac/prompts/capture.md"),
-        almanac_home.join("prompts/capture.md"),
-    ] {
-        if let Ok(t) = std::fs::read_to_string(&p) {
-            if !t.trim().is_empty() {
-                return (t, p.display().to_string());
-            }
+pub fn template(almanac_home: &Path, repo: &Path) -> Template {
+    let fallback = || {
+        let p = almanac_home.join("prompts/capture.md");
+        match std::fs::File::open(&p).and_then(|f| {
+            let mut t = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PROMPT_BYTES), &mut t)?;
+            Ok(t)
+        }) {
+            Ok(t) if !t.trim().is_empty() => (t, p.display().to_string()),
+            _ => (DEFAULT_TEMPLATE.to_string(), "built in".to_string()),
         }
+    };
+    let current = read_override(repo);
+    let trusted = load_trusted(almanac_home, repo);
+    let refused = refusal(repo, &current, trusted.as_ref().map(|t| &t.0));
+    let (text, source) = match (&refused, current, trusted) {
+        (None, Ok(Some(t)), _) if !t.trim().is_empty() => {
+            (t, override_path(repo).display().to_string())
+        }
+        (Some(_), _, Some((_, Some(t)))) if !t.trim().is_empty() => (
+            t,
+            format!("the last trusted copy of {}", override_path(repo).display()),
+        ),
+        _ => fallback(),
+    };
+    Template {
+        text,
+        source,
+        refused,
     }
-    (DEFAULT_TEMPLATE.to_string(), "built in".to_string())
+}
+
+/// Why the override as it is now is not used, if it is not.
+fn refusal(
+    repo: &Path,
+    current: &Result<Option<String>, String>,
+    trusted: Option<&Trusted>,
+) -> Option<String> {
+    let path = override_path(repo);
+    let confirm = format!(
+        "check it, then `almanac capture trust-prompt --repo {}` uses it",
+        repo.display()
+    );
+    match (current, trusted) {
+        (Err(why), _) => Some(format!(
+            "{why}; it is not used (captures use the last trusted instructions); {confirm} once it is a regular file"
+        )),
+        (Ok(now), Some(t)) if now.as_deref().map(sha256) != t.sha256 => Some(format!(
+            "{} changed after almanac's capture agent first ran in this repo (since {}): captures go on \
+             with the last trusted instructions until you confirm the change; {confirm}",
+            path.display(),
+            t.since
+        )),
+        _ => None,
+    }
+}
+
+/// Why the repo's override is not used, if it is not: what the sweep and `doctor` report.
+pub fn override_refused(almanac_home: &Path, repo: &Path) -> Option<String> {
+    let current = read_override(repo);
+    let trusted = load_trusted(almanac_home, repo);
+    refusal(repo, &current, trusted.as_ref().map(|t| &t.0))
+}
+
+/// Before an agent runs in `repo`: the first time, the override as it is now (or its absence) becomes
+/// the trusted one. Later runs change nothing.
+pub fn note_agent_start(almanac_home: &Path, repo: &Path, now: chrono::DateTime<chrono::Utc>) {
+    if load_trusted(almanac_home, repo).is_some() {
+        return;
+    }
+    if let Ok(current) = read_override(repo) {
+        let _ = store_trusted(almanac_home, repo, current.as_deref(), now);
+    }
+}
+
+/// `capture trust-prompt`: the override as it is now becomes the trusted one. Returns what was done.
+pub fn trust_current(
+    almanac_home: &Path,
+    repo: &Path,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, String> {
+    let current = read_override(repo)?;
+    store_trusted(almanac_home, repo, current.as_deref(), now)
+        .map_err(|e| format!("cannot record the trusted prompt: {e}"))?;
+    Ok(match current {
+        Some(t) => format!(
+            "{} ({} bytes, sha256 {}) is now the trusted capture prompt for {}",
+            override_path(repo).display(),
+            t.len(),
+            &sha256(&t)[..12],
+            repo.display()
+        ),
+        None => format!(
+            "{} has no prompt override; captures use the default instructions",
+            repo.display()
+        ),
+    })
 }
 
 pub fn render(

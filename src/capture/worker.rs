@@ -270,6 +270,7 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                     max_log_bytes: config.capture.max_log_bytes,
                 };
                 let before = super::verify::Snapshot::take(repo);
+                super::prompt::note_agent_start(&cx.almanac_home, repo, chrono::Utc::now());
                 let out = agent::invoke(def, &queued, repo, &log, limits, |learned| {
                     learn(repo, &runs, &mut record, held, learned)
                 });
@@ -278,8 +279,11 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                 before.check(repo, &mut record);
                 match out.error {
                     None => RunEnd::Done,
-                    // Ctrl-C on `capture now --foreground`: the user stopped it, nothing failed.
-                    Some(e) if super::agent::interrupted() => RunEnd::Cancelled(e),
+                    // Ctrl-C on `capture now --foreground`: the user stopped it, nothing failed; a
+                    // prompt changed after it was queued: nothing ran.
+                    Some(e) if super::agent::interrupted() || out.prompt_changed => {
+                        RunEnd::Cancelled(e)
+                    }
                     Some(e) => RunEnd::Failed(e),
                 }
             }

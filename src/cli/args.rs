@@ -114,6 +114,15 @@ pub(super) enum CaptureCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Use the repo's .almanac/prompts/capture.md as it is now: after almanac's capture agent first ran
+    /// in a repo, a changed prompt override is not used until it is confirmed with this command.
+    TrustPrompt {
+        /// The repo (default: the nearest directory at or above the current one holding .almanac/).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Forget a transcript's capture state: the next sweep starts it over (or, with --skip-existing,
     /// treats what it holds now as captured; with --retries, goes on from where capture stopped).
     /// Clears prefix-mismatch and retry-budget-exhausted.
@@ -279,6 +288,7 @@ impl Command {
             Command::Capture(CaptureCommand::Now(a)) => a.json,
             Command::Capture(
                 CaptureCommand::Status { json, .. }
+                | CaptureCommand::TrustPrompt { json, .. }
                 | CaptureCommand::Reset { json, .. }
                 | CaptureCommand::Prune { json, .. }
                 | CaptureCommand::Turns { json, .. }

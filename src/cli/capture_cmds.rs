@@ -47,6 +47,18 @@ pub fn status(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32,
     Ok(EXIT_OK)
 }
 
+/// `capture trust-prompt`: the repo's prompt override as it is now becomes the one captures use.
+pub fn trust_prompt(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
+    let repo = resolve_repo(cx, repo)?;
+    let done = crate::capture::prompt::trust_current(&cx.almanac_home, &repo, cx.now)
+        .map_err(Failure::Other)?;
+    out.emit(
+        || serde_json::json!({"ok": true, "repoRoot": repo.display().to_string(), "action": done}),
+        |out| out.line(&format!("almanac: {done}")),
+    );
+    Ok(EXIT_OK)
+}
+
 /// Who started the entry's latest run: `sweep`, or `manual` for `capture now` (None without a run).
 fn last_run_trigger(repo: &Path, e: &ledger::LedgerEntry) -> Option<String> {
     let last = e.last_run_id.as_deref().or(e.pending_run_id.as_deref())?;

@@ -178,6 +178,7 @@ fn capture_command(
         }
         CaptureCommand::Worker { repo } => Ok(crate::capture::worker::run_worker(cx, &repo)),
         CaptureCommand::Status { repo, .. } => capture_cmds::status(cx, repo, out),
+        CaptureCommand::TrustPrompt { repo, .. } => capture_cmds::trust_prompt(cx, repo, out),
         CaptureCommand::Reset {
             transcript,
             repo,

@@ -65,19 +65,23 @@ pub fn worker_log_path(repo: &Path) -> PathBuf {
     runs_dir(repo).join("worker.log")
 }
 
-/// The repo's worker lock outside the repo: `$ALMANAC_HOME/state/workers/<hash of the repo's canonical
-/// path>.lock`. The one-worker rule rests on it, because an agent can delete anything under `.almanac/`
-/// (`runs/worker.lock` is still taken, for almanac setups with another `ALMANAC_HOME`).
-pub fn home_worker_lock_path(repo: &Path) -> Option<PathBuf> {
+/// A name for a repo in files under `$ALMANAC_HOME/state`: a hash of its canonical path.
+pub fn repo_id(repo: &Path) -> String {
     use sha2::{Digest, Sha256};
-    let home = seal::almanac_home()?;
     let canonical = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
     let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
-    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    crate::util::ids::hex(&digest[..12])
+}
+
+/// The repo's worker lock outside the repo: `$ALMANAC_HOME/state/workers/<repo_id>.lock`. The one-worker
+/// rule rests on it, because an agent can delete anything under `.almanac/` (`runs/worker.lock` is
+/// still taken, for almanac setups with another `ALMANAC_HOME`).
+pub fn home_worker_lock_path(repo: &Path) -> Option<PathBuf> {
+    let home = seal::almanac_home()?;
     Some(
         home.join("state")
             .join("workers")
-            .join(format!("{hex}.lock")),
+            .join(format!("{}.lock", repo_id(repo))),
     )
 }
 

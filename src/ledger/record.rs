@@ -67,6 +67,10 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub prompt_path: String,
     pub log_path: String,
+    /// `sha256:` of the prompt file as queued: the worker runs the agent only on that text (the agent of
+    /// an earlier run may write under `.almanac/`, the prompt file included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sha256: Option<String>,
     /// The live sweep that queued it (the circuit breaker counts per sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_id: Option<String>,

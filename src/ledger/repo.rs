@@ -194,6 +194,7 @@ mod tests {
             mac: None,
             wrote_outside_wiki: None,
             also_changed_during_run: None,
+            prompt_sha256: None,
         }
     }
 

@@ -401,6 +401,17 @@ fn repo_pass(
     pass.worker_alive = state.worker_alive;
     pass.has_pending = state.has_pending();
     pass.outside_wiki.extend(outside_wiki(repo, &state.ledger));
+    // A prompt override changed after an agent ran here (or not readable as a regular file).
+    if let Some(home) = ledger::seal::almanac_home() {
+        if let Some(why) = crate::capture::prompt::override_refused(home, repo) {
+            pass.outside_wiki.push(SkippedItem::of_store(
+                repo,
+                &crate::capture::prompt::override_path(repo),
+                Reason::AgentWroteControlFile,
+                why,
+            ));
+        }
+    }
     let entries = &state.ledger.entries;
     let keys: Vec<Option<String>> = idxs
         .iter()

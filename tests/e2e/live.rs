@@ -815,10 +815,13 @@ fn the_default_claude_agent_gets_the_documented_argv() {
         "{args}"
     );
     assert!(
-        args.ends_with(
-            "ARG:--permission-mode\nARG:dontAsk\nARG:--tools\nARG:Read,Glob,Grep,Write,Edit\n\
-             ARG:--allowedTools\nARG:Read,Glob,Grep,Write(./.almanac/**),Edit(./.almanac/**)\n"
-        ),
+        args.ends_with(&format!(
+            "ARG:--setting-sources\nARG:user\nARG:--strict-mcp-config\n\
+             ARG:--permission-mode\nARG:dontAsk\nARG:--tools\nARG:Read,Glob,Grep,Write,Edit\n\
+             ARG:--allowedTools\nARG:Read,Glob,Grep,Write(./.almanac/**),Edit(./.almanac/**)\n\
+             ARG:--disallowedTools\nARG:Read(/{}/**)\n",
+            l.w.home().join(".codealmanac/state").display()
+        )),
         "{args}"
     );
     assert_eq!(run["status"], "done");

@@ -1,8 +1,12 @@
 //! Reads the head of one transcript and applies a rule set's field sources and record tests. Streams line
-//! by line and stops as soon as every field and test is settled, or at the rule's record/byte limits.
+//! by line and stops as soon as every field and test is settled, or at the rule's record/byte limits
+//! (no record is read that starts past `head.max_bytes`). A record longer than a line may be held (a
+//! first prompt with pasted screenshots, over 16 MiB) is parsed as it streams by (`rules::stream`),
+//! keeping only what the rule reads, so its session id and cwd are found with bounded memory.
 
 use crate::rules::doc::Pruned;
 use crate::rules::pruned::parse_pruned;
+use crate::rules::stream::parse_streamed;
 use crate::rules::{RecordTest, RuleSet, SourceKind};
 use crate::util::lines::LineReader;
 use serde::Serialize;
@@ -153,14 +157,23 @@ pub fn scan_head<R: Read>(
                 && exc.settled()
         };
 
-    let mut reader = LineReader::new(reader.take(rule.head.max_bytes));
+    let mut reader = LineReader::new(reader);
     let mut records = 0u32;
     let mut skipped_lines = 0u32;
-    while records < rule.head.max_records && !all_settled(&fields, &closed, &subagent, &excluded) {
-        let Some(line) = reader.next_line()? else {
+    while records < rule.head.max_records
+        && reader.bytes_read() < rule.head.max_bytes
+        && !all_settled(&fields, &closed, &subagent, &excluded)
+    {
+        let stream = |r: &mut dyn Read| parse_streamed(r, &rule.head_reads);
+        let Some((line, streamed)) = reader.next_line_streaming(stream)? else {
             break;
         };
-        let Some(record) = parse_pruned(line.bytes, &rule.head_reads) else {
+        let record = match streamed {
+            Some(Some(v @ serde_json::Value::Object(_))) => Some(Pruned::from_value(v)),
+            Some(_) => None,
+            None => parse_pruned(line.bytes, &rule.head_reads),
+        };
+        let Some(record) = record else {
             skipped_lines += 1;
             continue;
         };

@@ -12,6 +12,7 @@ pub mod pruned;
 mod pruned_serde;
 pub mod raw;
 mod scan;
+pub mod stream;
 
 pub use compiled::*;
 

@@ -96,6 +96,109 @@ impl<R: Read> LineReader<R> {
         self.bytes_read
     }
 
+    /// As `next_line`, except that a line longer than the limit is not only skipped: `stream` is given a
+    /// reader over its bytes (without the newline, a trailing `\r` or a leading BOM kept as they are)
+    /// as they are read, and what it returns comes back with the line. It need not read it all; the
+    /// rest is read through. Memory stays bounded by what `stream` keeps.
+    pub fn next_line_streaming<T>(
+        &mut self,
+        stream: impl FnOnce(&mut dyn Read) -> T,
+    ) -> io::Result<Option<(LineRef<'_>, Option<T>)>> {
+        self.buf.clear();
+        // Up to the limit as `read_line_bounded` reads, then the rest through `stream`.
+        let mut total = 0;
+        let mut done = false;
+        while !done && self.buf.len() <= self.max_line {
+            let chunk = match self.inner.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            let (take, nl) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            self.buf.extend_from_slice(&chunk[..take]);
+            self.inner.consume(take);
+            total += take;
+            done = nl;
+        }
+        let content_len = self.buf.len() - usize::from(done);
+        if content_len <= self.max_line {
+            // Not oversized: the line as `next_line` gives it.
+            if total == 0 {
+                return Ok(None);
+            }
+            return Ok(self.finish_line(total).map(|l| (l, None)));
+        }
+        let prefix = std::mem::take(&mut self.buf);
+        let bom = if self.line_no == 0 && prefix.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        let mut rest = LineRest {
+            prefix: &prefix[..content_len],
+            at: bom,
+            inner: &mut self.inner,
+            read: 0,
+            // The newline already read ends the line.
+            ended: done,
+        };
+        let out = stream(&mut rest);
+        io::copy(&mut rest, &mut io::sink())?;
+        let (read, ended) = (rest.read, rest.ended);
+        self.buf = prefix;
+        self.buf.clear();
+        total += read;
+        if ended {
+            self.buf.push(b'\n');
+        }
+        self.bytes_read += total as u64;
+        self.line_no += 1;
+        let start = self.next_start;
+        self.next_start += total as u64;
+        Ok(Some((
+            LineRef {
+                number: self.line_no,
+                start,
+                end: self.next_start,
+                bytes: &[],
+                terminated: ended,
+                oversized: true,
+            },
+            Some(out),
+        )))
+    }
+
+    /// The line of `n` bytes now in `buf`, counted.
+    fn finish_line(&mut self, n: usize) -> Option<LineRef<'_>> {
+        self.bytes_read += n as u64;
+        self.line_no += 1;
+        let start = self.next_start;
+        self.next_start += n as u64;
+        let terminated = self.buf.last() == Some(&b'\n');
+        let mut content: &[u8] = &self.buf;
+        if terminated {
+            content = &content[..content.len() - 1];
+        }
+        content = without_cr(content);
+        if self.line_no == 1 {
+            content = without_bom(content);
+        }
+        Some(LineRef {
+            number: self.line_no,
+            start,
+            end: self.next_start,
+            bytes: content,
+            terminated,
+            oversized: false,
+        })
+    }
+
     pub fn next_line(&mut self) -> io::Result<Option<LineRef<'_>>> {
         self.buf.clear();
         let (n, oversized) = self.read_line_bounded()?;
@@ -179,6 +282,47 @@ impl Drop for ReadBuffer {
 const READ_FIRST: usize = 8 * 1024;
 const READ_MAX: usize = 64 * 1024;
 
+/// The bytes of an oversized line: what `next_line_streaming` read before it knew, then the rest up to
+/// (not including) the newline, which it consumes.
+struct LineRest<'a, R: Read> {
+    prefix: &'a [u8],
+    at: usize,
+    inner: &'a mut Growing<R>,
+    /// Bytes consumed from `inner` (the newline included).
+    read: usize,
+    ended: bool,
+}
+
+impl<R: Read> Read for LineRest<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.at < self.prefix.len() {
+            let n = out.len().min(self.prefix.len() - self.at);
+            out[..n].copy_from_slice(&self.prefix[self.at..self.at + n]);
+            self.at += n;
+            return Ok(n);
+        }
+        if self.ended {
+            return Ok(0);
+        }
+        let chunk = self.inner.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(0);
+        }
+        let nl = memchr::memchr(b'\n', chunk);
+        let n = nl.unwrap_or(chunk.len()).min(out.len());
+        out[..n].copy_from_slice(&chunk[..n]);
+        let mut consumed = n;
+        // Everything before the newline is given: the newline ends the line.
+        if nl == Some(n) {
+            self.ended = true;
+            consumed += 1;
+        }
+        self.inner.consume(consumed);
+        self.read += consumed;
+        Ok(n)
+    }
+}
+
 /// A read buffer that starts small and grows: a head scan settled by a file's first records (most of
 /// them) reads 8 KiB, not 64 KiB, of each of thousands of transcripts; a whole-file read soon asks
 /// for 64 KiB at a time. Under glibc's mmap threshold (`main.rs`), so it is heap memory.
@@ -248,6 +392,45 @@ mod tests {
         assert_eq!(lines[0], (1, 0, 12, b"{\"a\":1}".to_vec(), true));
         assert_eq!(lines[1], (2, 12, 13, b"".to_vec(), true));
         assert_eq!(lines[2], (3, 13, 17, b"{\"b\"".to_vec(), false));
+    }
+
+    #[test]
+    fn an_oversized_line_is_streamed_whole_and_the_next_one_read_as_usual() {
+        let mut input = b"{\"a\":1}\n".to_vec();
+        let long: Vec<u8> = (0..1000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        input.extend(&long);
+        input.extend(b"\n{\"b\":2}\nlast");
+        let mut r = LineReader::with_max_line(&input[..], 100);
+        let seen = |r: &mut dyn Read| {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        };
+        let (first, got) = r.next_line_streaming(seen).unwrap().unwrap();
+        assert!(!first.oversized && first.bytes == b"{\"a\":1}" && got.is_none());
+        let (big, got) = r.next_line_streaming(seen).unwrap().unwrap();
+        assert!(big.oversized && big.terminated);
+        assert_eq!((big.number, big.start, big.end), (2, 8, 1009));
+        assert_eq!(
+            got.unwrap(),
+            long,
+            "every byte of the line, without its newline"
+        );
+        // A reader that stops early: the rest is read through.
+        let mut r2 = LineReader::with_max_line(&input[..], 100);
+        r2.next_line().unwrap();
+        let (_, n) = r2
+            .next_line_streaming(|r: &mut dyn Read| r.read(&mut [0u8; 10]).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, Some(10));
+        assert_eq!(r2.next_line().unwrap().unwrap().bytes, b"{\"b\":2}");
+        let (third, _) = r.next_line_streaming(seen).unwrap().unwrap();
+        assert_eq!(third.bytes, b"{\"b\":2}");
+        let (last, _) = r.next_line_streaming(seen).unwrap().unwrap();
+        assert!(!last.terminated && last.bytes == b"last");
+        assert!(r.next_line_streaming(seen).unwrap().is_none());
+        assert_eq!(r.bytes_read(), input.len() as u64);
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub struct Limits {
 
 /// The largest run prompt almanac reads (instructions, at most `prompt::MAX_PROMPT_BYTES`, and a few
 /// lines about the run).
-const MAX_RUN_PROMPT_BYTES: u64 = 1 << 20;
+const MAX_RUN_PROMPT_BYTES: u64 = 2 << 20;
 
 /// Reads the run's prompt (`runs/<id>.prompt.md`, never through a link, never blocking on a FIFO). A
 /// prompt that cannot be read (missing too) fails the run, naming the file: an agent started without it

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../prompts/capture.md");
 pub const MARKER: &str = "almanac-capture-run:";
 /// The largest prompt override almanac reads.
-pub const MAX_PROMPT_BYTES: u64 = 256 << 10;
+pub const MAX_PROMPT_BYTES: u64 = 1 << 20;
 
 /// The instructions in force for a repo.
 pub struct Template {

@@ -4,7 +4,7 @@
 
 use crate::agents_real::{claude_write, client_env, codex_write, ORIGINAL_MAIN, PAGE};
 use crate::common::*;
-use crate::live::live_world;
+use crate::live::{claude_line, live_world};
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::client_or_skip;
 
@@ -770,4 +770,206 @@ fn init_never_writes_through_a_committed_gitignore_link() {
         .unwrap()
         .next()
         .is_none());
+}
+
+/// Runs `almanac args` in `w` under GNU time: the summary and the peak RSS in KiB (None without GNU
+/// time, then the command runs plainly).
+fn with_peak(w: &World, args: &[&str]) -> (serde_json::Value, Option<u64>) {
+    let timed = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(assert_cmd::cargo::cargo_bin("almanac"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", w.home())
+        .env("ALMANAC_HOME", w.almanac_home())
+        .output();
+    match timed {
+        Ok(o) if o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let peak = err.lines().last().and_then(|l| l.trim().parse().ok());
+            (serde_json::from_slice(&o.stdout).unwrap(), peak)
+        }
+        _ => (json_ok(w.almanac().args(args)), None),
+    }
+}
+
+#[test]
+fn a_first_record_over_16_mib_does_not_hide_its_session() {
+    let w = World::new();
+    let repo = w.repo("work/app");
+    let sid = "5e551011-aaaa-4bbb-8ccc-0000000000f1";
+    let p = w
+        .home()
+        .join(format!(".claude/projects/-work-app/{sid}.jsonl"));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+        // Claude Code's first user record with two pasted screenshots (base64) before the prompt text;
+        // sessionId and cwd come after the message, as Claude Code writes them.
+        f.write_all(br#"{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":["#).unwrap();
+        for _ in 0..2 {
+            f.write_all(
+                br#"{"type":"image","source":{"type":"base64","media_type":"image/png","data":""#,
+            )
+            .unwrap();
+            let chunk = vec![b'A'; 1 << 20];
+            for _ in 0..12 {
+                f.write_all(&chunk).unwrap();
+            }
+            f.write_all(br#""}},"#).unwrap();
+        }
+        f.write_all(format!(
+            r#"{{"type":"text","text":"why does the layout break like this?"}}]}},"uuid":"u1","timestamp":"2026-11-29T10:00:00.000Z","cwd":"{}","sessionId":"{sid}","version":"2.1.332"}}"#,
+            repo.display()
+        ).as_bytes()).unwrap();
+        f.write_all(b"\n").unwrap();
+        f.write_all(format!(
+            r#"{{"parentUuid":"u1","type":"assistant","message":{{"role":"assistant","content":[{{"type":"text","text":"The grid has no min width."}}]}},"uuid":"u2","cwd":"{}","sessionId":"{sid}"}}"#,
+            repo.display()
+        ).as_bytes()).unwrap();
+        f.write_all(b"\n").unwrap();
+    }
+    assert!(std::fs::metadata(&p).unwrap().len() > 24 << 20);
+    set_age(&p, HOURS_2);
+    let (v, peak) = with_peak(
+        &w,
+        &["capture", "sweep", "--dry-run", "--json", "--quiet", "0m"],
+    );
+    let s = &v["summary"];
+    // Too big for one run: captured in chunks, the last ending at line 2.
+    let runs: Vec<_> = items(s, "started")
+        .into_iter()
+        .filter(|i| i["transcriptPath"] == p.display().to_string())
+        .collect();
+    assert!(!runs.is_empty(), "{s}");
+    assert!(runs.iter().all(|r| r["sessionId"] == sid), "{s}");
+    assert_eq!(runs.last().unwrap()["toLine"], 2, "{s}");
+    if let Some(kib) = peak {
+        assert!(kib < 128 * 1024, "peak RSS {kib} KiB for a 24 MiB record");
+    }
+}
+
+/// Waits until the fake agent of `l` is running (it wrote its pid), up to 30 s.
+fn wait_for_agent(l: &crate::live::Live) {
+    let start = std::time::Instant::now();
+    while !l.fake.join("agent.pid").exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_ledger_rewritten_during_a_run_is_detected_and_written_back() {
+    let l = live_world(3);
+    let first = l.lines(0..2);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    l.summary();
+    // A second session of the repo, not captured yet: what an injected agent would silence.
+    let other_sid = "5e551011-aaaa-4bbb-8ccc-0000000000c2";
+    let other =
+        l.w.home()
+            .join(format!(".claude/projects/-work-app/{other_sid}.jsonl"));
+    let other_body = claude_line(other_sid, &l.repo, "deploy notes");
+    // New lines in the first session; its run's agent takes a while.
+    write_aged(
+        &l.transcript,
+        format!("{first}{}", l.lines(2..4)).as_bytes(),
+        HOURS_2,
+    );
+    std::fs::write(l.fake.join("sleep"), "3").unwrap();
+    let (code, v) = l.sweep(&[]);
+    assert_eq!(code, 0, "{v}");
+    wait_for_agent(&l);
+    // The agent rewrites the ledger: still valid JSON, still waiting for its own run, but with an
+    // entry that marks the other session captured to its end.
+    let mut ledger = l.ledger();
+    let pending =
+        ledger["entries"]["claude:5e551011-aaaa-4bbb-8ccc-000000000001"]["status"].clone();
+    assert_eq!(pending, "pending", "{ledger}");
+    ledger["entries"][format!("claude:{other_sid}")] = serde_json::json!({
+        "path": other, "app": "claude", "sessionId": other_sid, "status": "done",
+        "lastCapturedSize": other_body.len(), "lastCapturedLine": 1,
+        "lastCapturedPrefixHash": "sha256:forged", "attempts": 0
+    });
+    std::fs::write(
+        l.repo.join(".almanac/runs/capture-ledger.json"),
+        serde_json::to_vec_pretty(&ledger).unwrap(),
+    )
+    .unwrap();
+    l.wait_idle();
+    std::fs::remove_file(l.fake.join("sleep")).unwrap();
+    write_aged(&other, other_body.as_bytes(), HOURS_2);
+    let e = l.entry();
+    assert_eq!(
+        (e["status"].as_str(), e["lastCapturedLine"].as_u64()),
+        (Some("done"), Some(4)),
+        "{e}"
+    );
+    assert!(
+        l.ledger()["entries"]
+            .get(format!("claude:{other_sid}"))
+            .is_none(),
+        "the forged entry is not kept: {}",
+        l.ledger()
+    );
+    let s = l.summary();
+    let over = items(&s, "needsAttention")
+        .into_iter()
+        .find(|i| i["reason"] == "ledger-overwritten")
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(
+        over["detail"].as_str().unwrap().contains("not by almanac"),
+        "{over}"
+    );
+    assert!(find_by_path(&s, "started", &other).is_some(), "{s}");
+}
+
+#[test]
+fn two_almanac_homes_never_cancel_each_others_runs() {
+    let l = live_world(3);
+    write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
+    std::fs::write(l.fake.join("sleep"), "3").unwrap();
+    let (code, v) = l.sweep(&[]);
+    assert_eq!(code, 0, "{v}");
+    wait_for_agent(&l);
+    // A second ALMANAC_HOME of the same user (a test setup, another rules directory) sweeps the same
+    // repo while the first one's agent runs.
+    let other_home = l.w.root().join("other-almanac-home");
+    let out =
+        l.w.almanac()
+            .env("ALMANAC_HOME", &other_home)
+            .args(["capture", "sweep", "--json", "--quiet", "0m"])
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let item =
+        find_by_path(&b["summary"], "skipped", &l.transcript).unwrap_or_else(|| panic!("{b}"));
+    assert_eq!(item["reason"], "capture-already-pending", "{b}");
+    assert!(
+        !b.to_string().contains("foreign"),
+        "the first home's run is not foreign to the second: {b}"
+    );
+    l.wait_idle();
+    std::fs::remove_file(l.fake.join("sleep")).unwrap();
+    let run = &l.runs()[0];
+    assert_eq!(run["status"], "done", "{run}");
+    assert_eq!(l.entry()["lastCapturedLine"], 2);
+    let s = l.summary();
+    assert!(
+        !items(&s, "needsAttention")
+            .iter()
+            .any(|i| i["reason"] == "ledger-overwritten" || i["reason"] == "ledger-unsealed"),
+        "{s}"
+    );
+    assert_eq!(l.calls().len(), 1, "captured once");
 }

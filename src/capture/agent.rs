@@ -27,6 +27,18 @@ pub struct Outcome {
     pub prompt_changed: bool,
 }
 
+impl Outcome {
+    /// No agent was started, for `error`.
+    fn not_started(error: String) -> Outcome {
+        Outcome {
+            exit_code: None,
+            error: Some(error),
+            agent_pid: None,
+            prompt_changed: false,
+        }
+    }
+}
+
 /// Replaces `{name}` placeholders in each argument; each stays one argument whatever it contains.
 pub fn fill(command: &[String], vars: &HashMap<&str, String>) -> Vec<String> {
     command.iter().map(|arg| fill_one(arg, vars)).collect()
@@ -164,12 +176,7 @@ pub fn invoke(
         Ok(text) => text,
         Err(error) => {
             let _ = writeln!(w, "{} almanac: {error}", now_iso());
-            return Outcome {
-                exit_code: None,
-                error: Some(error),
-                agent_pid: None,
-                prompt_changed: false,
-            };
+            return Outcome::not_started(error);
         }
     };
     if let Some(want) = &record.prompt_sha256 {
@@ -182,10 +189,8 @@ pub fn invoke(
             );
             let _ = writeln!(w, "{} almanac: {error}", now_iso());
             return Outcome {
-                exit_code: None,
-                error: Some(error),
-                agent_pid: None,
                 prompt_changed: true,
+                ..Outcome::not_started(error)
             };
         }
     }
@@ -274,12 +279,7 @@ pub fn run(
     limits: Limits,
     on_learn: &mut impl FnMut(Learned<'_>) -> Result<(), String>,
 ) -> Outcome {
-    let fail = |error: String| Outcome {
-        exit_code: None,
-        error: Some(error),
-        agent_pid: None,
-        prompt_changed: false,
-    };
+    let fail = Outcome::not_started;
     let Ok(log_copy) = log.try_clone() else {
         return fail("cannot open the run log".into());
     };

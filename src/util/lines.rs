@@ -174,7 +174,7 @@ impl<R: Read> LineReader<R> {
         )))
     }
 
-    /// The line of `n` bytes now in `buf`, counted.
+    /// The line of `n` bytes now in `buf` (not oversized), counted.
     fn finish_line(&mut self, n: usize) -> Option<LineRef<'_>> {
         self.bytes_read += n as u64;
         self.line_no += 1;
@@ -205,37 +205,21 @@ impl<R: Read> LineReader<R> {
         if n == 0 {
             return Ok(None);
         }
-        self.bytes_read += n as u64;
-        self.line_no += 1;
-        let start = self.next_start;
-        self.next_start += n as u64;
-        let terminated = self.buf.last() == Some(&b'\n');
         if oversized {
+            self.bytes_read += n as u64;
+            self.line_no += 1;
+            let start = self.next_start;
+            self.next_start += n as u64;
             return Ok(Some(LineRef {
                 number: self.line_no,
                 start,
                 end: self.next_start,
                 bytes: &[],
-                terminated,
+                terminated: self.buf.last() == Some(&b'\n'),
                 oversized: true,
             }));
         }
-        let mut content: &[u8] = &self.buf;
-        if terminated {
-            content = &content[..content.len() - 1];
-        }
-        content = without_cr(content);
-        if self.line_no == 1 {
-            content = without_bom(content);
-        }
-        Ok(Some(LineRef {
-            number: self.line_no,
-            start,
-            end: self.next_start,
-            bytes: content,
-            terminated,
-            oversized: false,
-        }))
+        Ok(self.finish_line(n))
     }
 }
 

@@ -280,8 +280,8 @@ pub fn shipped_argv(name: &str, vars: &[(&str, &str)]) -> Vec<String> {
         .collect()
 }
 
-/// The tool results the client sent back to the mock, as text.
-fn tool_results(mock: &MockModel) -> Vec<String> {
+/// The tool results the client sent back to the mock, as text, in order.
+pub fn tool_results(mock: &MockModel) -> Vec<String> {
     mock.requests()
         .iter()
         .filter_map(|r| {

@@ -84,6 +84,18 @@ pub fn json_ok(cmd: &mut Command) -> serde_json::Value {
     v
 }
 
+/// Runs the command, requires success, and returns its stdout as text (stderr in the failure message).
+pub fn stdout_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn write_aged(p: &Path, content: &[u8], age: Duration) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, content).unwrap();

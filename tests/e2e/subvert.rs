@@ -2,7 +2,9 @@
 //! injected agent can write (under `.almanac/`, in `.git/`, in a transcript) is checked, escaped or
 //! refused, and almanac's own state survives it.
 
-use crate::agents_real::{claude_write, client_env, codex_write, ORIGINAL_MAIN, PAGE};
+use crate::agents_real::{
+    claude_write, client_env, codex_write, tool_results, ORIGINAL_MAIN, PAGE,
+};
 use crate::common::*;
 use crate::live::{claude_line, live_world};
 use crate::mock_model::{MockModel, Turn};
@@ -156,13 +158,9 @@ fn a_same_size_rewrite_with_a_newer_mtime_is_examined() {
     assert_eq!(l.calls().len(), 1, "nothing captured twice");
 }
 
-/// A live world whose capture agent is the shipped `agent` profile run by the real CLI, pointed at
-/// `mock`; the environment for its sweeps.
-fn real_agent_world(
-    agent: &str,
-    client: &std::path::Path,
-    mock: &MockModel,
-) -> (crate::live::Live, Vec<(String, String)>) {
+/// A live world whose capture agent is the shipped `agent` profile (run by the real CLI), with three
+/// lines to capture and `src/main.rs` in the repo.
+fn real_agent_world(agent: &str) -> crate::live::Live {
     let l = live_world(1);
     std::fs::write(
         l.w.almanac_home().join("config.toml"),
@@ -172,6 +170,15 @@ fn real_agent_world(
     std::fs::create_dir_all(l.repo.join("src")).unwrap();
     std::fs::write(l.repo.join("src/main.rs"), ORIGINAL_MAIN).unwrap();
     write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    l
+}
+
+/// The environment for sweeps whose agent is `client`, pointed at `mock`.
+fn real_agent_env(
+    l: &crate::live::Live,
+    client: &std::path::Path,
+    mock: &MockModel,
+) -> Vec<(String, String)> {
     let mut env = client_env(&l.w, mock);
     let path = format!(
         "{}:{}",
@@ -180,16 +187,24 @@ fn real_agent_world(
     );
     env.retain(|(k, _)| k != "PATH");
     env.push(("PATH".into(), path));
-    (l, env)
+    env
 }
 
-fn sweep_with(l: &crate::live::Live, env: &[(String, String)]) -> serde_json::Value {
+/// A live sweep with `env` starts one run, which ends done; its record and log, for messages.
+fn captured_once(l: &crate::live::Live, env: &[(String, String)]) -> String {
     let mut cmd = l.w.almanac();
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.args(["capture", "sweep", "--json", "--quiet", "0m"]);
-    json_ok(&mut cmd)["summary"].clone()
+    let s = json_ok(&mut cmd)["summary"].clone();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    l.wait_idle();
+    let run = &l.runs()[0];
+    let log = std::fs::read_to_string(run["logPath"].as_str().unwrap()).unwrap_or_default();
+    let why = format!("{run}\n{log}");
+    assert_eq!(run["status"], "done", "{why}");
+    why
 }
 
 /// Every mark a planted command left.
@@ -203,62 +218,32 @@ fn marks(dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What the client sent back for each tool call, in order.
-fn tool_outputs(mock: &MockModel) -> Vec<String> {
-    mock.requests()
-        .iter()
-        .filter_map(|r| {
-            let msgs = r.body["messages"]
-                .as_array()
-                .or(r.body["input"].as_array())?;
-            Some(msgs.last()?.to_string())
-        })
-        .filter(|m| m.contains("tool_result") || m.contains("function_call_output"))
-        .collect()
-}
-
 #[test]
 fn a_cloned_repos_claude_configuration_does_not_run_in_a_capture() {
     let Some(claude) = client_or_skip("claude") else {
         return;
     };
     let attacker = MockModel::start(vec![Turn::Text("pwned".into())]);
-    let w_probe = World::new();
-    let marks_dir = w_probe.root().join("marks");
+    let l = real_agent_world("claude");
+    let marks_dir = l.w.root().join("marks");
     std::fs::create_dir_all(&marks_dir).unwrap();
     let mark = |what: &str| format!("touch {}/{what}", marks_dir.display());
     let hook = |what: &str| serde_json::json!([{"matcher": "*", "hooks": [{"type": "command", "command": mark(what)}]}]);
     // The page is written by the model's third call; the first two try the key and a source file.
-    let mock_turns = |l: &crate::live::Live| {
-        vec![
-            Turn::Tool {
-                name: "Read".into(),
-                input: serde_json::json!({"file_path": l.w.home().join(".codealmanac/state/run-key").display().to_string()}),
-            },
-            claude_write(&l.repo.join("src/evil.rs").display().to_string(), "evil\n"),
-            claude_write(
-                &l.repo.join(".almanac/pages/x.md").display().to_string(),
-                PAGE,
-            ),
-            Turn::Text("Updated the wiki.".into()),
-        ]
-    };
-    let placeholder = MockModel::start(Vec::new());
-    let (l, _) = real_agent_world("claude", &claude, &placeholder);
-    let mock = MockModel::start(mock_turns(&l));
-    let (_, env) = {
-        let mut env = client_env(&l.w, &mock);
-        env.retain(|(k, _)| k != "PATH");
-        env.push((
-            "PATH".into(),
-            format!(
-                "{}:{}",
-                claude.parent().unwrap().display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        ));
-        ((), env)
-    };
+    let key = l.w.home().join(".codealmanac/state/run-key");
+    let mock = MockModel::start(vec![
+        Turn::Tool {
+            name: "Read".into(),
+            input: serde_json::json!({"file_path": key.display().to_string()}),
+        },
+        claude_write(&l.repo.join("src/evil.rs").display().to_string(), "evil\n"),
+        claude_write(
+            &l.repo.join(".almanac/pages/x.md").display().to_string(),
+            PAGE,
+        ),
+        Turn::Text("Updated the wiki.".into()),
+    ]);
+    let env = real_agent_env(&l, &claude, &mock);
     // What a stranger commits: hooks for every event, a key helper, an environment that sends the
     // requests (and the API key) elsewhere, allow rules, a local settings file and an MCP server.
     let events = [
@@ -303,20 +288,14 @@ fn a_cloned_repos_claude_configuration_does_not_run_in_a_capture() {
         .unwrap(),
     )
     .unwrap();
-    let s = sweep_with(&l, &env);
-    assert_eq!(items(&s, "started").len(), 1, "{s}");
-    l.wait_idle();
-    let run = &l.runs()[0];
-    let log = std::fs::read_to_string(run["logPath"].as_str().unwrap()).unwrap_or_default();
-    let why = format!("{run}\n{log}");
-    assert_eq!(run["status"], "done", "{why}");
+    let why = captured_once(&l, &env);
     assert_eq!(marks(&marks_dir), Vec::<String>::new(), "{why}");
     assert!(
         attacker.requests().is_empty(),
         "requests went to the repo's address: {why}"
     );
     assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");
-    let outputs = tool_outputs(&mock);
+    let outputs = tool_results(&mock);
     assert!(
         outputs[0].contains("\"is_error\":true"),
         "the run key is not readable: {outputs:?}"
@@ -340,8 +319,7 @@ fn a_cloned_repos_codex_configuration_does_not_run_in_a_capture() {
     let Some(codex) = client_or_skip("codex") else {
         return;
     };
-    let placeholder = MockModel::start(Vec::new());
-    let (l, _) = real_agent_world("codex", &codex, &placeholder);
+    let l = real_agent_world("codex");
     let marks_dir = l.w.root().join("marks");
     let outside = l.w.root().join("outside");
     std::fs::create_dir_all(&marks_dir).unwrap();
@@ -365,16 +343,7 @@ fn a_cloned_repos_codex_configuration_does_not_run_in_a_capture() {
         codex_write("pages/x.md", PAGE),
         Turn::Text("Updated the wiki.".into()),
     ]);
-    let mut env = client_env(&l.w, &mock);
-    env.retain(|(k, _)| k != "PATH");
-    env.push((
-        "PATH".into(),
-        format!(
-            "{}:{}",
-            codex.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
-    ));
+    let env = real_agent_env(&l, &codex, &mock);
     // The user trusts this repository (and its wiki) in their own config: project config then applies.
     let codex_home = l.w.home().join(".codex");
     let mut user = std::fs::read_to_string(codex_home.join("config.toml")).unwrap();
@@ -406,15 +375,9 @@ fn a_cloned_repos_codex_configuration_does_not_run_in_a_capture() {
         )
         .unwrap();
     }
-    let s = sweep_with(&l, &env);
-    assert_eq!(items(&s, "started").len(), 1, "{s}");
-    l.wait_idle();
-    let run = &l.runs()[0];
-    let log = std::fs::read_to_string(run["logPath"].as_str().unwrap()).unwrap_or_default();
-    let why = format!("{run}\n{log}");
-    assert_eq!(run["status"], "done", "{why}");
+    let why = captured_once(&l, &env);
     assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {why}");
-    let outputs = tool_outputs(&mock);
+    let outputs = tool_results(&mock);
     let why = format!("{why}\ntool outputs: {outputs:#?}");
     assert_eq!(marks(&marks_dir), Vec::<String>::new(), "{why}");
     assert_eq!(marks(&outside), Vec::<String>::new(), "{why}");
@@ -631,18 +594,12 @@ fn a_prompt_override_the_agent_rewrote_is_not_used_until_confirmed() {
         "REPO RULES v2: write longer pages.\n",
     )
     .unwrap();
-    let out =
+    let text = stdout_ok(
         l.w.almanac()
             .args(["capture", "trust-prompt", "--repo"])
-            .arg(&l.repo)
-            .output()
-            .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            .arg(&l.repo),
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("is now the trusted capture prompt"));
+    assert!(text.contains("is now the trusted capture prompt"), "{text}");
     // (This agent rewrites it again on every run; what counts is what the next capture is told.)
     let third = format!("{second}{}", l.lines(4..6));
     write_aged(&l.transcript, third.as_bytes(), HOURS_2);
@@ -700,33 +657,15 @@ fn a_prompt_override_that_is_a_link_is_never_read() {
     std::fs::create_dir_all(l.repo.join(".almanac/prompts")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", l.repo.join(".almanac/prompts/capture.md")).unwrap();
     write_aged(&l.transcript, l.lines(0..2).as_bytes(), HOURS_2);
-    let out = std::process::Command::new("/usr/bin/time")
-        .arg("-f")
-        .arg("%M")
-        .arg(assert_cmd::cargo::cargo_bin("almanac"))
-        .args(["capture", "sweep", "--json", "--quiet", "0m"])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", l.w.home())
-        .env("ALMANAC_HOME", l.w.almanac_home())
-        .env("FAKE_DIR", &l.fake)
-        .output();
-    let (s, peak_kib) = match out {
-        // GNU time prints the peak RSS (KiB) as the last line of stderr.
-        Ok(o) if o.status.success() => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let peak: u64 = err
-                .lines()
-                .last()
-                .and_then(|l| l.trim().parse().ok())
-                .unwrap_or(0);
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-            (v["summary"].clone(), Some(peak))
-        }
-        _ => (l.sweep_args(&[]), None),
-    };
-    if let Some(kib) = peak_kib {
-        assert!(kib > 0 && kib < 256 * 1024, "peak RSS {kib} KiB");
+    let fake = l.fake.display().to_string();
+    let (v, peak) = with_peak(
+        &l.w,
+        &[("FAKE_DIR", &fake)],
+        &["capture", "sweep", "--json", "--quiet", "0m"],
+    );
+    let s = v["summary"].clone();
+    if let Some(kib) = peak {
+        assert!(kib < 256 * 1024, "peak RSS {kib} KiB");
     }
     l.wait_idle();
     let item = items(&s, "needsAttention")
@@ -774,7 +713,7 @@ fn init_never_writes_through_a_committed_gitignore_link() {
 
 /// Runs `almanac args` in `w` under GNU time: the summary and the peak RSS in KiB (None without GNU
 /// time, then the command runs plainly).
-fn with_peak(w: &World, args: &[&str]) -> (serde_json::Value, Option<u64>) {
+fn with_peak(w: &World, env: &[(&str, &str)], args: &[&str]) -> (serde_json::Value, Option<u64>) {
     let timed = std::process::Command::new("/usr/bin/time")
         .args(["-f", "%M"])
         .arg(assert_cmd::cargo::cargo_bin("almanac"))
@@ -783,14 +722,19 @@ fn with_peak(w: &World, args: &[&str]) -> (serde_json::Value, Option<u64>) {
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", w.home())
         .env("ALMANAC_HOME", w.almanac_home())
+        .envs(env.iter().copied())
         .output();
     match timed {
+        // GNU time prints the peak RSS (KiB) as the last line of stderr.
         Ok(o) if o.status.success() => {
             let err = String::from_utf8_lossy(&o.stderr);
             let peak = err.lines().last().and_then(|l| l.trim().parse().ok());
             (serde_json::from_slice(&o.stdout).unwrap(), peak)
         }
-        _ => (json_ok(w.almanac().args(args)), None),
+        _ => (
+            json_ok(w.almanac().envs(env.iter().copied()).args(args)),
+            None,
+        ),
     }
 }
 
@@ -835,6 +779,7 @@ fn a_first_record_over_16_mib_does_not_hide_its_session() {
     set_age(&p, HOURS_2);
     let (v, peak) = with_peak(
         &w,
+        &[],
         &["capture", "sweep", "--dry-run", "--json", "--quiet", "0m"],
     );
     let s = &v["summary"];

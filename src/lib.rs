@@ -11,6 +11,8 @@ pub mod context;
 pub mod discover;
 pub mod fuzzing;
 pub mod init;
+#[cfg(test)]
+mod layering;
 pub mod ledger;
 pub mod policy;
 pub mod reason;

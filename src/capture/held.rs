@@ -163,7 +163,7 @@ impl Held {
                 state.ledger.overwritten.push(why.clone());
                 state.dirty = true;
             }
-            state.reconcile(now, true);
+            state.reconcile(now, Some(&super::orphan::settle));
             self.dirty = state.changed();
             self.ledger = state.ledger;
             self.stamp = on_disk;

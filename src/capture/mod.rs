@@ -17,6 +17,15 @@ use crate::ledger::record::{self as run, RunRecord, RunStatus};
 use crate::ledger::runs_dir;
 use std::path::Path;
 
+/// How `capture now` differs from a sweep past choosing its one session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Manual {
+    /// Capture from line 1, whatever the ledger's cursor (the prompt says so).
+    pub from_start: bool,
+    /// The caller runs the repo's queue itself: no background worker is started.
+    pub foreground: bool,
+}
+
 /// What a new run covers.
 pub struct RunSpec<'a> {
     pub repo: &'a Path,
@@ -38,7 +47,7 @@ pub struct RunSpec<'a> {
     /// Shared by the chunks of one part, so their run ids sort in chunk order.
     pub id_base: Option<&'a str>,
     /// `capture now`: `trigger: "manual"` in the record, and whether it captures from line 1 again.
-    pub manual: Option<crate::sweep::Manual>,
+    pub manual: Option<Manual>,
     /// Where the transcript came from (a fork, copied lines), for the prompt.
     pub context: Option<&'a str>,
 }

@@ -68,7 +68,7 @@ pub(super) fn now_command(
     let mut budget = config.budget;
     budget.max_runs = u64::MAX;
     budget.max_tokens = None;
-    let manual = sweep::Manual {
+    let manual = crate::capture::Manual {
         from_start: args.from_start,
         foreground: args.foreground,
     };

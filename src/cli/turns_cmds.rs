@@ -159,7 +159,7 @@ pub fn sessions(
         }
         None => None,
     };
-    let trace = crate::sweep::Trace::new(std::time::Instant::now());
+    let trace = crate::util::trace::Trace::new(std::time::Instant::now());
     let listing = discover::sessions::list(
         catalog,
         cx,

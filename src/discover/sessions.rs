@@ -168,7 +168,7 @@ pub fn list(
     apps: &[String],
     max_age: Option<std::time::Duration>,
     repo: Option<&std::path::Path>,
-    trace: &crate::sweep::Trace,
+    trace: &crate::util::trace::Trace,
 ) -> Listing {
     use super::turn_index::{self, Counted, TurnIndex};
     let cache_file = cache::path(&cx.almanac_home);

@@ -38,7 +38,7 @@ pub use file::{
     Ledger, Loaded, NewerLedger, LEDGER_FILE, LEDGER_VERSION,
 };
 pub use record::{RunRecord, RunStatus};
-pub use repo::RepoState;
+pub use repo::{RepoState, StopOrphan};
 
 use crate::util::lock::FileLock;
 use std::path::{Path, PathBuf};

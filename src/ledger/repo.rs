@@ -7,6 +7,9 @@ use crate::reason::Reason;
 use chrono::{DateTime, Utc};
 use std::path::{Path, PathBuf};
 
+/// Stops the agent a lost worker left running for a run; whether it is gone (`capture::orphan`).
+pub type StopOrphan<'a> = &'a dyn Fn(&RunRecord) -> bool;
+
 pub struct RepoState {
     pub repo: PathBuf,
     pub ledger: Ledger,
@@ -39,10 +42,13 @@ impl RepoState {
 
     /// Brings pending entries and their run records into agreement before any decision: a finished run
     /// moves or fails its entry's cursor (the worker may have died between the two writes); a `running`
-    /// run with no live worker failed (`worker-lost`), once the agent it left is stopped. Only pending entries' records are read. The run
-    /// records it changes are written when `write` (a dry run writes nothing). Queued runs that no entry
-    /// waits for are left to the worker, which fails them as orphans.
-    pub fn reconcile(&mut self, now: DateTime<Utc>, write: bool) {
+    /// run with no live worker failed (`worker-lost`), once `stop_orphan` (the capture stage's: it stops
+    /// the agent the lost worker left, and says whether it is gone) has let it. Only pending entries'
+    /// records are read. A live caller passes `stop_orphan` and the run records it changes are written;
+    /// a dry run (None) writes and stops nothing. Queued runs that no entry waits for are left to the
+    /// worker, which fails them as orphans.
+    pub fn reconcile(&mut self, now: DateTime<Utc>, stop_orphan: Option<StopOrphan<'_>>) {
+        let write = stop_orphan.is_some();
         let runs = runs_dir(&self.repo);
         let now_iso = crate::policy::iso(now);
         let mut changed = Vec::new();
@@ -71,7 +77,7 @@ impl RepoState {
                 if r.status == RunStatus::Running && !self.worker_alive {
                     // Never two agents in one repo: the agent the dead worker left is stopped first
                     // (a dry run stops nothing); one that cannot be stopped keeps the run pending.
-                    if write && !crate::capture::orphan::settle(&r) {
+                    if stop_orphan.is_some_and(|stop| !stop(&r)) {
                         break;
                     }
                     r.fail(worker_lost(&r), &now_iso);
@@ -234,7 +240,7 @@ mod tests {
             run("run_2", RunStatus::Queued),
         ]);
         assert!(!state.worker_alive);
-        state.reconcile(Utc::now(), true);
+        state.reconcile(Utc::now(), Some(&|_| true));
         assert!(state.changed());
         let e = entry(&state);
         assert_eq!(e.status, EntryStatus::Failed);
@@ -255,7 +261,7 @@ mod tests {
         let mut done = run("run_1", RunStatus::Done);
         done.finished_at = Some("2026-11-30T01:00:00.000Z".into());
         let (_dir, mut state) = repo_waiting(&[done, run("run_2", RunStatus::Queued)]);
-        state.reconcile(Utc::now(), true);
+        state.reconcile(Utc::now(), Some(&|_| true));
         let e = entry(&state);
         assert_eq!(e.status, EntryStatus::Pending, "the second chunk now waits");
         assert!(e.waits_for("run_2"));
@@ -272,7 +278,7 @@ mod tests {
         failed.error = Some("agent exited with code 1".into());
         failed.wrote_outside_wiki = Some(vec!["src/main.rs".into()]);
         let (_dir, mut state) = repo_waiting(&[failed, run("run_2", RunStatus::Queued)]);
-        state.reconcile(Utc::now(), true);
+        state.reconcile(Utc::now(), Some(&|_| true));
         let e = entry(&state);
         assert_eq!((e.status, e.attempts), (EntryStatus::Failed, 1));
         let o = e.wrote_outside_wiki.as_ref().expect("kept in the entry");
@@ -285,7 +291,7 @@ mod tests {
     #[test]
     fn a_dry_reconcile_writes_no_run_record() {
         let (dir, mut state) = repo_waiting(&[run("run_1", RunStatus::Running)]);
-        state.reconcile(Utc::now(), false);
+        state.reconcile(Utc::now(), None);
         assert_eq!(entry(&state).status, EntryStatus::Failed);
         let r1 = record::read(&runs_dir(dir.path()), "run_1").unwrap();
         assert_eq!(r1.status, RunStatus::Running, "nothing on disk changed");

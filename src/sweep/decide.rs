@@ -469,7 +469,8 @@ fn load_reconciled(
             Some(n) => (Reason::LedgerNewerVersion, n.to_string()),
             None => (Reason::LedgerUnreadable, e.to_string()),
         })?;
-    state.reconcile(now, live);
+    let stop: crate::ledger::StopOrphan<'_> = &crate::capture::orphan::settle;
+    state.reconcile(now, live.then_some(stop));
     pass.corrupt = state.corrupt.take();
     pass.unsealed = state.unsealed.take();
     let overwritten = state.take_overwritten(live).into_iter();

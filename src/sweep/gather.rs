@@ -2,12 +2,12 @@
 //! and map its cwd to a repo. Subagent transcripts and unreadable heads end here.
 
 use super::summary::{SkippedItem, Summary};
-use super::Trace;
 use crate::context::Context;
 use crate::discover::repo::RepoMapper;
 use crate::discover::{self, cache, Examined, FoundFile};
 use crate::reason::Reason;
 use crate::rules::Catalog;
+use crate::util::trace::Trace;
 use std::path::PathBuf;
 
 /// A transcript that belongs to a session (not a subagent's) and whose head was read.

@@ -24,9 +24,11 @@ pub mod summary;
 pub use facts::{explain_decision, facts, EntryView};
 pub use summary::{SkippedItem, StartedItem, Stats, Summary, Totals};
 
+use crate::capture::Manual;
 use crate::context::Context;
 use crate::policy::{self, Settings};
 use crate::rules::Catalog;
+use crate::util::trace::Trace;
 use chrono::Utc;
 use std::time::Instant;
 
@@ -41,15 +43,6 @@ pub struct SweepOptions {
     pub manual: Option<Manual>,
     /// List every skipped transcript in the summary (else only count them by reason).
     pub list_skipped: bool,
-}
-
-/// How `capture now` differs from a sweep past choosing its one session.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Manual {
-    /// Capture from line 1, whatever the ledger's cursor (the prompt says so).
-    pub from_start: bool,
-    /// The caller runs the repo's queue itself: no background worker is started.
-    pub foreground: bool,
 }
 
 pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
@@ -72,6 +65,15 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     trace.mark("acted and saved");
     summary.sort();
     summary.attach(gathered.candidates);
+    let roots: Vec<(std::path::PathBuf, bool)> = catalog
+        .sets
+        .iter()
+        .filter(|s| opts.apps.contains(&s.id))
+        .flat_map(|s| s.stores.iter())
+        .flat_map(|st| crate::discover::resolve_roots(st, cx))
+        .map(|r| (r.path, r.exists))
+        .collect();
+    summary.add_next_steps(&roots);
     summary.stats.elapsed_ms = started_at.elapsed().as_millis() as u64;
     summary
 }
@@ -110,38 +112,6 @@ fn phases(
         act::act(cx, candidates, repos, planned, updates, opts, summary);
     } else {
         act::list_runs(candidates, planned, summary);
-    }
-}
-
-/// `ALMANAC_TRACE=timing` prints how long each phase of a sweep took, to stderr.
-pub struct Trace {
-    start: Instant,
-    on: bool,
-}
-
-impl Trace {
-    pub fn new(start: Instant) -> Trace {
-        Trace {
-            start,
-            on: std::env::var("ALMANAC_TRACE").is_ok_and(|v| v.split(',').any(|t| t == "timing")),
-        }
-    }
-
-    pub fn mark(&self, phase: &str) {
-        if self.on {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-            let field = |name: &str| {
-                let line = status.lines().find(|l| l.starts_with(name));
-                line.map(|l| l[name.len()..].trim().to_string())
-                    .unwrap_or_default()
-            };
-            eprintln!(
-                "almanac: trace: {:>8.1} ms  peak {:>10}  now {:>10}  {phase}",
-                self.start.elapsed().as_secs_f64() * 1000.0,
-                field("VmHWM:"),
-                field("VmRSS:"),
-            );
-        }
     }
 }
 

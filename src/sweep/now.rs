@@ -4,10 +4,11 @@
 //! the same repo lock and ledger re-check, with only the quiet window and the run budget lifted.
 
 use super::gather::{self, Candidate};
-use super::{phases, SweepOptions, Trace};
+use super::{phases, SweepOptions};
 use super::{SkippedItem, StartedItem, Summary};
 use crate::context::Context;
 use crate::rules::Catalog;
+use crate::util::trace::Trace;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

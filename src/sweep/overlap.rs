@@ -1,4 +1,4 @@
-//! Identity and overlap (README "Identity and overlap"): records a transcript copied from a session this
+//! Identity and overlap (docs/state.md, "Identity and overlap"): records a transcript copied from a session this
 //! repo already captured (a Claude Code fork, an old-style resume) are not captured twice, and a rewrite
 //! before the cursor that kept the last captured record resumes after it. Compares the rule's
 //! `record_id` of records; remembers per captured session only its first and last record ids.

@@ -115,6 +115,9 @@ pub struct Summary {
     pub counts: BTreeMap<&'static str, u64>,
     pub totals: Totals,
     pub stats: Stats,
+    /// What to do next, when the sweep found nothing to work with (no transcript, no repo).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
     /// Whether skipped transcripts are listed (`--json`, `doctor`, `capture now`; 12 bytes held for
     /// each, `Skipped`) or only counted (a sweep's words, what the scheduler runs: 100k unchanged
     /// sessions are a line).
@@ -139,8 +142,41 @@ impl Summary {
             counts: BTreeMap::new(),
             totals: Totals::default(),
             stats: Stats::default(),
+            hints: Vec::new(),
             list_skipped: true,
             skipped_by_reason: BTreeMap::new(),
+        }
+    }
+
+    /// Says what to do next when there was nothing to work with: no transcript in `roots` (the store
+    /// directories swept, with whether each exists), or none whose session belongs to a repo with
+    /// `.almanac/`.
+    pub fn add_next_steps(&mut self, roots: &[(std::path::PathBuf, bool)]) {
+        if self.scanned == 0 && self.stats.subagents == 0 {
+            let list: Vec<String> = roots
+                .iter()
+                .map(|(p, exists)| match exists {
+                    true => p.display().to_string(),
+                    false => format!("{} (missing)", p.display()),
+                })
+                .collect();
+            self.hints.push(format!(
+                "no transcripts found in {}; `almanac doctor` explains why (an app not installed or \
+                 not enabled, its store somewhere else, or no session recorded yet)",
+                if list.is_empty() {
+                    "any store (no app is enabled)".to_string()
+                } else {
+                    list.join(", ")
+                }
+            ));
+        } else if self.scanned > 0
+            && self.counts.get(Reason::NoAlmanacRepo.code()) == Some(&self.scanned)
+        {
+            self.hints.push(format!(
+                "none of the {} sessions found belongs to a repository with .almanac/: `almanac init` in \
+                 a repository creates one, and its sessions are captured from then on",
+                self.scanned
+            ));
         }
     }
 
@@ -259,7 +295,7 @@ impl Summary {
 /// candidates (nearly all: 100k unchanged transcripts at 100k) are held as their place among the
 /// candidates, the reason and a code for the detail, 12 bytes each, and put into words one at a time
 /// as the summary is written: held as items they were 46 MB of strings in a `--json` sweep at 100k
-/// (issue 20, (h)). The detail of an unchanged transcript, or of one whose cwd maps to no repo, is
+/// (the 100k benchmark, (h)). The detail of an unchanged transcript, or of one whose cwd maps to no repo, is
 /// put into words again from the candidate (`policy::unchanged_words`, `policy::no_repo_words`) only
 /// when that gives the same words; any other detail is kept as words.
 #[derive(Default)]

@@ -13,4 +13,5 @@ pub mod process;
 pub mod term;
 #[cfg(test)]
 pub mod testing;
+pub mod trace;
 pub mod untrusted;

@@ -6,7 +6,7 @@ use super::{text, InstallReport, Installed, JobSpec, Kind};
 pub const BEGIN: &str = "# BEGIN CODEALMANAC CAPTURE SWEEP";
 pub const END: &str = "# END CODEALMANAC CAPTURE SWEEP";
 
-/// The current crontab; "no crontab for <user>" is an empty one.
+/// The current crontab; "no crontab for `<user>`" is an empty one.
 pub fn read() -> Result<String, String> {
     let o = super::run("crontab", &["-l"]).map_err(|e| format!("cannot run crontab: {e}"))?;
     if o.status.success() {

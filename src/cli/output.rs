@@ -126,6 +126,9 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
             item.detail.as_deref().unwrap_or_default()
         ));
     }
+    for h in &s.hints {
+        out.line(&format!("  next: {h}"));
+    }
 }
 
 /// How to turn on `id`, an app the sweeps leave out (`enabled` is what they cover now): the command

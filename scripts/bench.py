@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sweep benchmark: one run, one corpus, five measurements, ratios and peak RSS.
+"""Sweep benchmark: one run, one corpus, measurements (a)-(g), ratios and peak RSS (docs/performance.md).
 
   python3 scripts/bench.py [--sessions 10000] [--corpus DIR] [--big-mib 2048] [--max-turns 24]
                            [--bin target/release/almanac] [--no-build]

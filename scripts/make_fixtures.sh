@@ -3,7 +3,7 @@
 # CLI, Qwen Code, pi and Factory Droid ones, against the tests' mock model server (loopback only). Uses
 # the CLIs in ALMANAC_CLIENTS_BIN (as .ci/run installs them) or PATH.
 # Then review `git diff tests/fixtures/real/mock` and update tests/fixtures/README.md if versions changed.
-# Older Codex releases for the issue-17 corpus (tests/fixtures/corpus/codex/<v>/) use the other ignored test:
+# Older Codex releases for the real-transcript corpus (tests/fixtures/corpus/codex/<v>/) use the other ignored test:
 #   ALMANAC_CODEX_BIN=<prefix>/node_modules/.bin/codex ALMANAC_CODEX_VERSION=<v> \
 #     cargo test -q --test e2e make_corpus_codex -- --ignored --nocapture
 set -eu

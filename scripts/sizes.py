@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Architecture limits (README "Architecture"): lists source files in src/ over 600 lines and functions
+"""Architecture limits (docs/architecture.md): lists source files in src/ over 600 lines and functions
 over 120 lines (#[cfg(test)] modules aside). Exits 1 when any is found.
 
     python3 scripts/sizes.py [--fn-lines 120] [--file-lines 600]

@@ -7,7 +7,7 @@ fn main() {
 /// but raises that threshold to the size of each such block freed (up to 32 MiB). A sweep frees large
 /// vectors early (the walk's lists, the discovery cache), so its later ones came from the heap, where
 /// freed memory stays resident: fixing the threshold cut a 100k-transcript sweep's peak RSS by 14 MiB
-/// (README "Performance"). A buffer above it is a fresh mapping each time, with its page faults: the
+/// (docs/performance.md). A buffer above it is a fresh mapping each time, with its page faults: the
 /// buffers made per transcript stay under it (`ledger::cursor`). Other allocators are left alone.
 fn fixed_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

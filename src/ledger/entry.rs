@@ -95,7 +95,7 @@ pub struct LedgerEntry {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_rest: Vec<PendingChunk>,
     /// The rule's `record_id` of the transcript's first record, and of the last record before the
-    /// captured cursor (README "Identity and overlap"): a fork that copied them starts after them; a
+    /// captured cursor (docs/state.md, "Identity and overlap"): a fork that copied them starts after them; a
     /// rewrite before the cursor that kept them resumes after the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_record_id: Option<String>,

@@ -334,7 +334,7 @@ fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
             cx.err(
                 field,
                 "a source has exactly one of `value` or `filename`",
-                "see the README section \"Rule language\"",
+                "see docs/rules.md",
             );
             return None;
         }

@@ -336,7 +336,7 @@ fn schema_help(message: &str) -> String {
     } else if message.contains("is a required property") {
         "add the missing key".into()
     } else {
-        "see schemas/ and the README section \"Rule language\"".into()
+        "see schemas/ and docs/rules.md".into()
     }
 }
 

@@ -1,5 +1,5 @@
 //! What of a record a set of rules can read, derived from their parsed JSONPaths: the turn reader parses
-//! only that (README "Performance", issue 20), so a Claude tool call's input, a tool result's
+//! only that (docs/performance.md), so a Claude tool call's input, a tool result's
 //! `toolUseResult` or a Codex record's token counts are skipped without being built into a tree.
 //!
 //! A `Need` is kept by `turns::partial`; evaluating the same rules on the pruned record gives exactly

@@ -1,6 +1,6 @@
 //! The pruned parse itself: one pass over a line's bytes that checks all of it as JSON and builds only
 //! the members a `Need` keeps, so a 50 KB tool result costs a scan of its bytes (a vector search), not a
-//! tree, nor serde's visitor calls for every nested value (issue 20).
+//! tree, nor serde's visitor calls for every nested value.
 //!
 //! It accepts exactly what `serde_json::from_slice::<Value>` accepts, and where checking that itself
 //! would cost more than it saves it asks serde_json: every kept string with an escape, every kept number,

@@ -1,4 +1,4 @@
-//! A real Codex capture run through almanac (issue 22): `[capture] agent = "codex"` with the shipped
+//! A real Codex capture run through almanac: `[capture] agent = "codex"` with the shipped
 //! profile, Codex 0.171.0 pointed at the mock model server. Skipped with a message when the CLI is absent,
 //! unless ALMANAC_REQUIRE_REAL_CLIENTS=1.
 

@@ -1,4 +1,4 @@
-//! The real-transcript corpus (issue 17): every file in `tests/fixtures/corpus/expected.yaml` yields the
+//! The real-transcript corpus: every file in `tests/fixtures/corpus/expected.yaml` yields the
 //! session id, cwd, subagent verdict, prompt lines and latest prompt line that a person reading it sees.
 //! Expectations come from reading the files; a field marked `known_bug` is reported, not failed.
 
@@ -75,6 +75,6 @@ fn real_transcript_corpus_matches_expected_yaml() {
         "Claude Code versions: {:?}",
         versions[0]
     );
-    // Issue 17 asks for 4 Codex versions: 0.77.0 (public), 0.104.0, 0.140.0 and 0.171.0 (made here).
+    // Four Codex versions: 0.77.0 (public), 0.104.0, 0.140.0 and 0.171.0 (made here).
     assert!(versions[1].len() >= 4, "Codex versions: {:?}", versions[1]);
 }

@@ -1,4 +1,4 @@
-//! Issue 18, never capture the same conversation twice: a Claude Code fork (real, `--fork-session`)
+//! Never capture the same conversation twice: a Claude Code fork (real, `--fork-session`)
 //! starts after the records it copied from a session already captured; the old Claude resume shape
 //! (first records under the old session id) is captured under its own id from its first new record; a
 //! Codex fork (real, `codex exec fork`) is captured from line 1 with its parent named in the prompt; a

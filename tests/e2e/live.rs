@@ -591,7 +591,7 @@ fn a_corrupt_ledger_is_preserved_and_reported() {
     std::fs::write(&ledger, "{ this is not json").unwrap();
     let s = l.summary();
     let att = items(&s, "needsAttention");
-    // The ledger, and (issue 14) the transcript no run record knows, held as `cursor-lost`.
+    // The ledger, and the transcript no run record knows, held as `cursor-lost`.
     assert_eq!(att.len(), 2);
     assert_eq!(att[0]["reason"], "ledger-corrupt");
     assert_eq!(att[1]["reason"], "cursor-lost");
@@ -607,7 +607,7 @@ fn a_corrupt_ledger_is_preserved_and_reported() {
         "the bad file is kept as it was"
     );
     // A ledger rebuilt from the run records took its place. No run record knows this transcript (its
-    // runs may have been pruned), so it is held rather than captured again from line 1 (issue 14).
+    // runs may have been pruned), so it is held rather than captured again from line 1.
     assert!(items(&s, "started").is_empty());
     assert_eq!(l.entry()["status"], "needs_attention");
     assert_eq!(l.entry()["attention"], "cursor-lost");

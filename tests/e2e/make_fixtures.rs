@@ -233,7 +233,7 @@ fn codex_bare_session(g: &mut Gen, codex: &Path, v: &str) -> String {
     thread
 }
 
-/// Adds one Claude Code 1.0.x session to the issue-17 corpus, `tests/fixtures/corpus/claude/<version>/`:
+/// Adds one Claude Code 1.0.x session to the real-transcript corpus, `tests/fixtures/corpus/claude/<version>/`:
 /// a `-p` prompt whose answer reads a file and runs a `Task` subagent (1.0.x writes the subagent's records
 /// into the main file with `isSidechain: true`), then a `--resume` with a second prompt. The binary is
 /// `ALMANAC_CLAUDE_BIN`, the label `ALMANAC_CLAUDE_VERSION` (default: `claude --version`). Every file the
@@ -397,7 +397,7 @@ fn new_gen() -> Gen {
     }
 }
 
-/// Adds rollouts of one (older) Codex CLI to the issue-17 corpus, `tests/fixtures/corpus/codex/<version>/`:
+/// Adds rollouts of one (older) Codex CLI to the real-transcript corpus, `tests/fixtures/corpus/codex/<version>/`:
 /// `codex exec` with a tool call and a text answer, then `codex exec resume`. The binary is
 /// `ALMANAC_CODEX_BIN` (e.g. `/root/.cache/almanac-codex-old/0.104.0/node_modules/.bin/codex`), the label
 /// `ALMANAC_CODEX_VERSION` (default: what `codex --version` prints). Prints each file and the commands;

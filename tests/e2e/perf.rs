@@ -220,7 +220,7 @@ fn turns_of(s: &serde_json::Value) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Issue 20: `capture sessions` counts user turns through the turn index. Unchanged transcripts cost no
+/// `capture sessions` counts user turns through the turn index. Unchanged transcripts cost no
 /// byte; a grown one is read from its checkpoint; a rewritten one, a replaced one, a deleted or corrupt
 /// index are counted from the start; every count equals what a person counts in the file.
 #[test]

@@ -1,4 +1,4 @@
-//! Which records are user prompts (issue 17), and the no-new-content check. Expectations come from reading
+//! Which records are user prompts, and the no-new-content check. Expectations come from reading
 //! the fixtures: the line numbers below are the records a person typed as a prompt.
 
 use crate::common::*;

@@ -410,7 +410,7 @@ fn codex_home_with_sessions_and_archived_sessions() {
         .map(|i| i["sessionId"].as_str().unwrap())
         .collect();
     ids.sort();
-    // Issue 17: every .jsonl under sessions/ is a transcript, whatever its name.
+    // Every .jsonl under sessions/ is a transcript, whatever its name.
     assert_eq!(ids, vec!["any-name", "live", "old"]);
 }
 

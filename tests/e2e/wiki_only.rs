@@ -1,4 +1,4 @@
-//! The check after every capture run (issue 22): whatever the agent, a change outside `.almanac/` is
+//! The check after every capture run: whatever the agent, a change outside `.almanac/` is
 //! recorded (`wroteOutsideWiki`), listed as `agent-wrote-outside-wiki` and never reverted; a file the
 //! user had already modified before the run and edits during it is not blamed on the agent.
 

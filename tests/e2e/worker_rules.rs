@@ -1,4 +1,4 @@
-//! Rules the worker keeps whatever the agent does (issue 23): one worker and one agent per repo even when
+//! Rules the worker keeps whatever the agent does: one worker and one agent per repo even when
 //! the agent deletes `.almanac/runs/`, a ledger the agent overwrote written back from the worker's copy,
 //! chunk prompts that summarise their own chunk and keep their numbers across sweeps, and at most
 //! `max_parallel_agents` agents at once across repos.

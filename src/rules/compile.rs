@@ -223,6 +223,10 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
         .filter_map(|(i, s)| {
             let from = predicate(cx, &format!("turns.skip[{i}].from"), &s.from);
             let until = predicate(cx, &format!("turns.skip[{i}].until"), &s.until);
+            let until_after = match &s.until_after {
+                Some(a) => Some(predicate(cx, &format!("turns.skip[{i}].until_after"), a)?),
+                None => None,
+            };
             let after = match &s.after {
                 Some(a) => Some(predicate(cx, &format!("turns.skip[{i}].after"), a)?),
                 None => None,
@@ -230,6 +234,7 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
             Some(Skip {
                 from: from?,
                 until: until?,
+                until_after,
                 earliest_line: s.earliest_line.unwrap_or(1),
                 after,
             })
@@ -254,16 +259,38 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
                     Some(g) => Some(cx.path(&format!("{f}.group"), g)?),
                     None => None,
                 };
+                let placeholder = match &t.placeholder {
+                    Some(ph) => Some((
+                        predicate(cx, &format!("{f}.placeholder.when"), &ph.when)?,
+                        ph.text.clone(),
+                    )),
+                    None => None,
+                };
                 Some(TurnText {
                     when,
                     text: paths.into_iter().collect::<Option<Vec<_>>>()?,
                     group,
                     queued: t.queued,
+                    placeholder,
                 })
             })
             .collect()
     };
     let user = texts(cx, "user", &t.user);
+    let queue = t.queue.as_ref().and_then(|q| {
+        let one = |cx: &mut Ctx<'_>, name: &str, p: &Option<super::raw::RawPredicate>| match p {
+            Some(p) => predicate(cx, &format!("turns.queue.{name}"), p).map(Some),
+            None => Some(None),
+        };
+        let deliver = one(cx, "deliver", &q.deliver);
+        let inject = one(cx, "inject", &q.inject);
+        let withdraw = one(cx, "withdraw", &q.withdraw);
+        Some(super::compiled::Queue {
+            deliver: deliver?,
+            inject: inject?,
+            withdraw: withdraw?,
+        })
+    });
     let assistant = texts(cx, "assistant", &t.assistant);
     let tools = t
         .tools
@@ -285,6 +312,7 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
         merge_repeated_prompts: t.merge_repeated_prompts,
         skip,
         user,
+        queue,
         assistant,
         tools,
         reads: super::needs::Need::All,

@@ -60,6 +60,8 @@ pub struct TurnsRule {
     pub merge_repeated_prompts: bool,
     pub skip: Vec<Skip>,
     pub user: Vec<TurnText>,
+    /// How queued prompts reach the model (None: a queued prompt counts when it is queued).
+    pub queue: Option<Queue>,
     pub assistant: Vec<TurnText>,
     pub tools: Vec<(Option<Predicate>, JsonPath)>,
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
@@ -75,13 +77,22 @@ impl TurnsRule {
     pub(crate) fn needs(&self, timestamps: &[JsonPath]) -> super::needs::Need {
         let mut n = super::needs::Needs::default();
         let preds = self.ignore.iter().chain(self.skip.iter().flat_map(|s| {
-            [Some(&s.from), Some(&s.until), s.after.as_ref()]
-                .into_iter()
-                .flatten()
+            [
+                Some(&s.from),
+                Some(&s.until),
+                s.until_after.as_ref(),
+                s.after.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
         }));
         preds.for_each(|p| n.predicate(p));
+        if let Some(q) = &self.queue {
+            q.predicates().for_each(|p| n.predicate(p));
+        }
         for t in self.user.iter().chain(&self.assistant) {
             t.when.iter().for_each(|p| n.predicate(p));
+            t.placeholder.iter().for_each(|(p, _)| n.predicate(p));
             // Text and group ids are taken only from strings.
             t.text.iter().chain(&t.group).for_each(|p| n.scalar(p));
         }
@@ -99,8 +110,10 @@ impl TurnsRule {
 pub struct Skip {
     /// The region starts at a record where this holds...
     pub from: Predicate,
-    /// ...and ends before the next record where this holds.
+    /// ...and ends before the next record where this holds...
     pub until: Predicate,
+    /// ...read after a record where this holds was read in the region (None: any)...
+    pub until_after: Option<Predicate>,
     /// ...on this transcript line or later (1-based; 1: anywhere)...
     pub earliest_line: u64,
     /// ...and only once a record where this holds has been read (None: from the start).
@@ -114,6 +127,29 @@ pub struct TurnText {
     pub group: Option<JsonPath>,
     /// A prompt written when it is queued: the same text written later as a prompt is that prompt.
     pub queued: bool,
+    /// The text of a record that holds no text where `when` holds (an image-only prompt: `[image]`).
+    pub placeholder: Option<(Predicate, String)>,
+}
+
+/// How queued prompts reach the model: a queued prompt is held, not counted, until a record delivers
+/// it and dropped when a record withdraws every held one (`withdraw`); one still held when the file
+/// ends is not a prompt yet. A prompt record carrying its text delivers it (and is the prompt). The
+/// queue's own records deliver the oldest held one: `deliver` hands it on (a record carrying its text
+/// usually follows and is the prompt; if none comes before the next prompt, it counts where it was
+/// queued), `inject` takes it into the running turn (it counts now, where it was queued).
+#[derive(Debug)]
+pub struct Queue {
+    pub deliver: Option<Predicate>,
+    pub inject: Option<Predicate>,
+    pub withdraw: Option<Predicate>,
+}
+
+impl Queue {
+    pub fn predicates(&self) -> impl Iterator<Item = &Predicate> {
+        [&self.deliver, &self.inject, &self.withdraw]
+            .into_iter()
+            .flatten()
+    }
 }
 
 impl TurnText {
@@ -126,26 +162,36 @@ impl TurnText {
         self.text
             .iter()
             .any(|p| p.any(record, |v| v.as_str().is_some_and(|s| !s.trim().is_empty())))
+            || self
+                .placeholder
+                .as_ref()
+                .is_some_and(|(w, _)| w.holds(record))
     }
 
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
     pub fn text<D: Doc>(&self, record: &D) -> Option<String> {
-        self.text.iter().find_map(|p| {
-            let mut joined: Option<String> = None;
-            p.any(record, |v| {
-                if let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) {
-                    match &mut joined {
-                        Some(j) => {
-                            j.push_str("\n\n");
-                            j.push_str(s);
+        self.text
+            .iter()
+            .find_map(|p| {
+                let mut joined: Option<String> = None;
+                p.any(record, |v| {
+                    if let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) {
+                        match &mut joined {
+                            Some(j) => {
+                                j.push_str("\n\n");
+                                j.push_str(s);
+                            }
+                            None => joined = Some(s.to_string()),
                         }
-                        None => joined = Some(s.to_string()),
                     }
-                }
-                false
-            });
-            joined
-        })
+                    false
+                });
+                joined
+            })
+            .or_else(|| {
+                let (when, text) = self.placeholder.as_ref()?;
+                when.holds(record).then(|| text.clone())
+            })
     }
 }
 

@@ -441,13 +441,19 @@ turns:
   skip:
     - from: { exists: "$.copy" }
       until: { missing: "$.copy" }
+      until_after: { exists: "$.copied_prompt" }
       earliest_line: 2
       after: { exists: "$.main" }
   user:
     - when: { exists: "$.u" }
       text: ["$.u", "$.v[*].text"]
+      placeholder: { when: { exists: "$.image" }, text: "[image]" }
     - text: ["$.q"]
       queued: true
+  queue:
+    deliver: { exists: "$.dq" }
+    inject: { exists: "$.rm" }
+    withdraw: { exists: "$.pop" }
   assistant:
     - text: ["$.a"]
       group: "$.id"

@@ -122,8 +122,10 @@ pub struct Prefilter {
     prompts: Terms,
     /// Per skip: a line that can start its region (`from`), and the first line that may.
     from: Vec<(Terms, u64)>,
-    /// Per skip: a line that can end its region (`until`) / arm it (`after`).
+    /// Per skip: a line that can end its region (`until`) or let it end (`until_after`) / arm it
+    /// (`after`).
     until: Vec<Terms>,
+    until_after: Vec<Option<Terms>>,
     after: Vec<Terms>,
     /// Per key: its searcher (the quoted key), and its atoms by the value that must follow the key
     /// and its colon.
@@ -326,17 +328,26 @@ impl Atoms {
 
 impl Prefilter {
     pub fn new(turns: &TurnsRule) -> Prefilter {
+        // A queue's records start turns (`deliver`) or change which prompts will (`withdraw`).
+        let queue: Vec<Need> = turns
+            .queue
+            .iter()
+            .flat_map(|q| q.predicates())
+            .map(need)
+            .collect();
         let content = any(turns
             .user
             .iter()
             .chain(&turns.assistant)
             .map(|t| need_of(t.when.as_ref()))
             .chain(turns.tools.iter().map(|(w, _)| need_of(w.as_ref())))
+            .chain(queue.iter().cloned())
             .collect());
         let prompts = any(turns
             .user
             .iter()
             .map(|t| need_of(t.when.as_ref()))
+            .chain(queue)
             .collect());
         let mut atoms = Atoms::default();
         let content = atoms.compile(&content);
@@ -350,6 +361,11 @@ impl Prefilter {
             .skip
             .iter()
             .map(|s| atoms.compile(&need(&s.until)))
+            .collect();
+        let until_after: Vec<Option<Formula>> = turns
+            .skip
+            .iter()
+            .map(|s| s.until_after.as_ref().map(|a| atoms.compile(&need(a))))
             .collect();
         let after: Vec<Formula> = turns
             .skip
@@ -376,6 +392,7 @@ impl Prefilter {
             prompts: terms(&prompts),
             from: from.iter().map(|(f, e)| (terms(f), *e)).collect(),
             until: until.iter().map(terms).collect(),
+            until_after: until_after.iter().map(|f| f.as_ref().map(terms)).collect(),
             after: after.iter().map(terms).collect(),
             keys,
             escape: Finder::new(b"\\u").into_owned(),
@@ -403,7 +420,12 @@ impl Prefilter {
         };
         let f = &mut Found::default();
         let found = match open {
-            Some(i) => self.holds(&self.until[i], line, f),
+            Some(i) => {
+                self.holds(&self.until[i], line, f)
+                    || self.until_after[i]
+                        .as_ref()
+                        .is_some_and(|a| self.holds(a, line, f))
+            }
             None => {
                 self.holds(content, line, f)
                     || self.opens(line, at, armed, f)

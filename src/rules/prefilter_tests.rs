@@ -13,7 +13,7 @@ fn pair(key: &str, value: &str) -> Need {
     }
 }
 
-/// What a line must hold for a user, assistant or tool rule of the set to hold on it.
+/// What a line must hold for a user, assistant or tool rule, or a queue record, of the set to hold on it.
 fn content_need(t: &TurnsRule) -> Need {
     any(t
         .user
@@ -21,6 +21,7 @@ fn content_need(t: &TurnsRule) -> Need {
         .chain(&t.assistant)
         .map(|x| need_of(x.when.as_ref()))
         .chain(t.tools.iter().map(|(w, _)| need_of(w.as_ref())))
+        .chain(t.queue.iter().flat_map(|q| q.predicates()).map(need))
         .collect())
 }
 
@@ -29,19 +30,30 @@ fn derives_the_shipped_claude_requirements() {
     let rule = shipped("claude");
     let t = rule.turns.as_ref().unwrap();
     // user: type user (the tool_result test is `missing`: nothing); queued: queue-operation enqueue;
-    // assistant and tools: type assistant.
-    let queued = Need::All(vec![
-        pair("type", "\"queue-operation\""),
-        pair("operation", "\"enqueue\""),
+    // a queued_command attachment; assistant and tools: type assistant; the queue's dequeue, remove and
+    // popAll.
+    let queue_op = |op: &str| {
+        Need::All(vec![
+            pair("type", "\"queue-operation\""),
+            pair("operation", &format!("\"{op}\"")),
+        ])
+    };
+    let attachment = Need::All(vec![
+        pair("type", "\"attachment\""),
+        pair("type", "\"queued_command\""),
     ]);
     let assistant = pair("type", "\"assistant\"");
     assert_eq!(
         content_need(t),
         Need::Any(vec![
             pair("type", "\"user\""),
-            queued,
+            queue_op("enqueue"),
+            attachment,
             assistant.clone(),
-            assistant
+            assistant,
+            queue_op("dequeue"),
+            queue_op("remove"),
+            queue_op("popAll"),
         ])
     );
     // The sidechain skip: from/until/after test isSidechain true/false.
@@ -72,9 +84,9 @@ fn derives_the_shipped_codex_requirements() {
             pair("role", "\"user\"")
         ])
     );
-    // Tools: an `in` is an `any` of its values.
+    // Tools (after three user and three assistant rules): an `in` is an `any` of its values.
     assert_eq!(
-        parts[6],
+        parts[7],
         Need::All(vec![
             pair("type", "\"response_item\""),
             Need::Any(vec![
@@ -83,8 +95,17 @@ fn derives_the_shipped_codex_requirements() {
             ])
         ])
     );
-    // The skip ends at `not in [..]`: no requirement, every line is read while a region is open.
-    assert_eq!(need(&t.skip[0].until), Need::Always);
+    // The copied history ends at a task_started or turn_context after the copied prompt.
+    assert_eq!(
+        need(&t.skip[0].until),
+        Need::Any(vec![
+            Need::All(vec![
+                pair("type", "\"event_msg\""),
+                pair("type", "\"task_started\"")
+            ]),
+            pair("type", "\"turn_context\"")
+        ])
+    );
     assert_eq!(need(&t.skip[0].from), pair("type", "\"session_meta\""));
 }
 
@@ -110,10 +131,14 @@ fn whitespace_and_escapes_are_never_rejected() {
         r#"{"type":"file-history-snapshot","snapshot":{}}"#,
         r#"{"type":"users"}"#,
         r#"{"kind":"user","text":"\"type\":\"user\" only inside a string"}"#,
-        r#"{"type":"queue-operation","operation":"dequeue"}"#,
+        r#"{"type":"queue-operation","operation":"clear"}"#,
     ] {
         assert!(!wanted(line), "kept {line}");
     }
+    // The queue's own records change which prompts count.
+    assert!(wanted(
+        r#"{"type":"queue-operation","operation":"dequeue"}"#
+    ));
     // An open sidechain region reads only the line that may close it.
     assert!(f.wanted(br#"{"isSidechain": false}"#, 5, (Some(0), &armed), false));
     let sidechain = br#"{"isSidechain":true,"type":"user"}"#;
@@ -195,7 +220,12 @@ fn naive(n: &Need, line: &[u8]) -> bool {
 /// `f` asked about `line` (transcript line `at`) in every state says what each pair's own search says.
 fn check(t: &TurnsRule, f: &Prefilter, line: &[u8], at: u64, what: &str) {
     let escape = |l: &[u8]| memchr::memmem::find(l, b"\\u").is_some();
-    let prompts = any(t.user.iter().map(|x| need_of(x.when.as_ref())).collect());
+    let prompts = any(t
+        .user
+        .iter()
+        .map(|x| need_of(x.when.as_ref()))
+        .chain(t.queue.iter().flat_map(|q| q.predicates()).map(need))
+        .collect());
     for armed in [true, false] {
         let armed = vec![armed; t.skip.len()];
         let arms = t
@@ -215,7 +245,11 @@ fn check(t: &TurnsRule, f: &Prefilter, line: &[u8], at: u64, what: &str) {
         }
         assert_eq!(f.may_arm(line, &armed), arms || escape(line), "{what}");
         for (i, s) in t.skip.iter().enumerate() {
-            let expect = naive(&need(&s.until), line) || escape(line);
+            let expect = naive(&need(&s.until), line)
+                || s.until_after
+                    .as_ref()
+                    .is_some_and(|a| naive(&need(a), line))
+                || escape(line);
             assert_eq!(
                 f.wanted(line, at, (Some(i), &armed), false),
                 expect,
@@ -287,7 +321,9 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
             text: vec![crate::rules::compiled::JsonPath::parse("$.text").unwrap()],
             group: None,
             queued: false,
+            placeholder: None,
         }],
+        queue: None,
         assistant: vec![],
         tools: vec![],
         reads: crate::rules::needs::Need::All,

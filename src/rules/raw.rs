@@ -37,6 +37,7 @@ pub struct RawTurns {
     pub skip: Vec<RawSkip>,
     #[serde(default)]
     pub user: Vec<RawTurnText>,
+    pub queue: Option<RawQueue>,
     #[serde(default)]
     pub assistant: Vec<RawTurnText>,
     #[serde(default)]
@@ -48,8 +49,24 @@ pub struct RawTurns {
 pub struct RawSkip {
     pub from: RawPredicate,
     pub until: RawPredicate,
+    pub until_after: Option<RawPredicate>,
     pub earliest_line: Option<u64>,
     pub after: Option<RawPredicate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub deliver: Option<RawPredicate>,
+    pub inject: Option<RawPredicate>,
+    pub withdraw: Option<RawPredicate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlaceholder {
+    pub when: RawPredicate,
+    pub text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +77,7 @@ pub struct RawTurnText {
     pub group: Option<String>,
     #[serde(default)]
     pub queued: bool,
+    pub placeholder: Option<RawPlaceholder>,
 }
 
 #[derive(Debug, Deserialize)]

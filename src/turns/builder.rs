@@ -16,6 +16,12 @@ pub(super) struct Builder<'a> {
     pub(super) current: Option<Current>,
     /// Queued prompts not yet written again as prompts (cut text), newest last; bounded.
     pub(super) queued: Vec<String>,
+    /// With `turns.queue`: queued prompts held until delivered, oldest first; bounded.
+    pub(super) held: std::collections::VecDeque<super::HeldPrompt>,
+    /// ...and those the queue delivered, waiting for the record that carries their text.
+    pub(super) sent: Vec<super::HeldPrompt>,
+    /// Whether queued prompts are held until delivered (`turns.queue`).
+    pub(super) hold_queued: bool,
     /// The first and the latest prompt, cut for the checkpoint...
     pub(super) prompts: (Option<Prompt>, Option<Prompt>),
     /// ...the latest kept as text until a checkpoint asks (a buffer reused prompt after prompt, not a
@@ -87,6 +93,8 @@ impl<'a> Builder<'a> {
         self.out.user_turns = c.user_turns;
         self.out.total_turns = c.total_turns;
         self.queued = c.queued.clone();
+        self.held = c.held.iter().filter(|h| !h.sent).cloned().collect();
+        self.sent = c.held.iter().filter(|h| h.sent).cloned().collect();
         self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
         self.latest = None;
         self.current = c.open.as_ref().map(|o| Current {
@@ -121,6 +129,15 @@ impl<'a> Builder<'a> {
             }),
             queued: self.queued.clone(),
             skip_open: skipper.open,
+            skip_until_armed: skipper.open.is_some() && skipper.until_armed,
+            // Without times, as the open turn: a read resumed from here has no record times before
+            // it, and a counts-only read never has them.
+            held: (self.sent.iter().chain(&self.held))
+                .map(|h| super::HeldPrompt {
+                    ts: None,
+                    ..h.clone()
+                })
+                .collect(),
             armed: skipper.armed.clone(),
             first_prompt: self.prompts.0.clone(),
             last_prompt: match &self.latest {
@@ -141,6 +158,37 @@ impl<'a> Builder<'a> {
     ) {
         let key = cut_str(&text, self.opts.user_max).0;
         let quiet = |c: &Current| c.quiet();
+        if self.hold_queued {
+            if queued {
+                // Held until delivered (`deliver`, or a prompt record with its text).
+                self.hold(line, ts, Some(key.to_string()), false);
+                return;
+            }
+            // A prompt record: it carries a delivered prompt (counted here, after any delivered
+            // before it that no record carried), or one still queued (delivered by it), or a new one.
+            match self
+                .sent
+                .iter()
+                .position(|h| h.text.as_deref() == Some(key))
+            {
+                Some(i) => {
+                    self.sent.remove(i);
+                }
+                // Carried before the queue said so: it leaves the queue (no later record pops it).
+                None => {
+                    if let Some(i) = self
+                        .held
+                        .iter()
+                        .position(|h| h.text.as_deref() == Some(key))
+                    {
+                        self.held.remove(i);
+                    }
+                }
+            }
+            self.flush_sent();
+            self.start(line, ts, Some(text));
+            return;
+        }
         if queued {
             self.queued.push(key.to_string());
             if self.queued.len() > MAX_QUEUED {
@@ -168,6 +216,82 @@ impl<'a> Builder<'a> {
         if !repeat {
             self.start(line, ts, Some(text));
         }
+    }
+
+    /// A queued record (with its text, or None) takes its place in the queue (`turns.queue`);
+    /// `dropped`: one `ignore` drops, which never counts.
+    pub(super) fn hold(
+        &mut self,
+        line: u64,
+        ts: Option<String>,
+        text: Option<String>,
+        dropped: bool,
+    ) {
+        let text = text.map(|t| cut_str(&t, self.opts.user_max).0.to_string());
+        self.held.push_back(super::HeldPrompt {
+            text,
+            line,
+            ts,
+            sent: false,
+            dropped,
+        });
+        if self.held.len() > MAX_QUEUED {
+            self.held.pop_front();
+        }
+    }
+
+    /// The queue hands its oldest prompt to the model. It is a prompt (unless `ignore` dropped it):
+    /// counted at the record that carries its text (which usually follows, once the turn
+    /// before it has ended), or where it was queued if no such record comes before the next prompt.
+    /// `now` (`inject`): taken into the running turn, it counts now, and a record carrying its text
+    /// after this is that prompt.
+    pub(super) fn deliver(&mut self, now: bool) {
+        let Some(mut h) = self.held.pop_front() else {
+            return;
+        };
+        let (false, Some(text)) = (h.dropped, h.text.clone()) else {
+            return;
+        };
+        if now {
+            self.flush_sent();
+            self.queued.push(text.clone());
+            if self.queued.len() > MAX_QUEUED {
+                self.queued.remove(0);
+            }
+            self.start(h.line, h.ts, Some(text));
+            return;
+        }
+        h.sent = true;
+        self.sent.push(h);
+        if self.sent.len() > MAX_QUEUED {
+            self.sent.remove(0);
+        }
+    }
+
+    /// A prompt record `ignore` drops carries `text`: a held prompt with that text leaves the queue.
+    pub(super) fn carried(&mut self, text: &str) {
+        let key = cut_str(text, self.opts.user_max).0;
+        if let Some(i) = self
+            .held
+            .iter()
+            .position(|h| h.text.as_deref() == Some(key))
+        {
+            self.held.remove(i);
+        }
+    }
+
+    /// The delivered prompts no record carried: each a turn where it was queued.
+    pub(super) fn flush_sent(&mut self) {
+        for h in std::mem::take(&mut self.sent) {
+            if let Some(text) = h.text {
+                self.start(h.line, h.ts, Some(text));
+            }
+        }
+    }
+
+    /// Every held prompt is taken back (never sent).
+    pub(super) fn withdraw(&mut self) {
+        self.held.clear();
     }
 
     pub(super) fn current(&mut self, line: u64, ts: &Option<String>) -> &mut Current {

@@ -6,6 +6,7 @@
 //! `truncated` naming the field; at most 500 turn records, and when a transcript has more, the oldest
 //! are dropped 100 at a time behind one overflow marker record (which says how many).
 
+use crate::rules::doc::Pruned;
 use crate::rules::pruned::parse_pruned;
 use crate::rules::{RuleSet, TurnsRule};
 use crate::util::lines::LineReader;
@@ -126,9 +127,15 @@ pub struct Checkpoint {
     /// Queued prompts not yet written again as prompts (cut as compared).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<String>,
-    /// The skip region open there, and which skips had their `after` record.
+    /// The skip region open there (and whether its `until_after` record was read), and which skips
+    /// had their `after` record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_open: Option<usize>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_until_armed: bool,
+    /// Queued prompts held until delivered (`turns.queue`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldPrompt>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub armed: Vec<bool>,
     /// The first and the latest user prompt read so far, each cut to `CHECKPOINT_PROMPT_BYTES`.
@@ -136,6 +143,27 @@ pub struct Checkpoint {
     pub first_prompt: Option<Prompt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_prompt: Option<Prompt>,
+}
+
+/// A queued prompt not delivered yet (`turns.queue`): its place in the queue, its text (cut as
+/// compared; None for a queued record without text) and where it was queued. A prompt record that
+/// carries a held prompt's text takes it out of the queue.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldPrompt {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub line: u64,
+    /// When it was queued; never kept in a checkpoint.
+    #[serde(skip)]
+    pub ts: Option<String>,
+    /// The queue delivered it (`deliver`): it waits for the prompt record that carries its text, and
+    /// counts where it was queued if none comes before the next prompt (or the end).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sent: bool,
+    /// `ignore` drops it (a queued local command, a task notification): it only holds its place.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dropped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -217,6 +245,9 @@ impl<'a> Reader<'a> {
             marker: None,
             current: None,
             queued: Vec::new(),
+            held: Default::default(),
+            sent: Vec::new(),
+            hold_queued: turns.queue.is_some(),
             prompts: (None, None),
             latest: None,
             out: Turns::default(),
@@ -228,6 +259,10 @@ impl<'a> Reader<'a> {
             if c.armed.len() == skipper.armed.len() {
                 skipper.armed.clone_from(&c.armed);
                 skipper.open = c.skip_open.filter(|i| *i < turns.skip.len());
+                skipper.until_armed = c.skip_until_armed
+                    || skipper
+                        .open
+                        .is_some_and(|i| turns.skip[i].until_after.is_none());
             }
         }
         Reader {
@@ -271,7 +306,57 @@ impl<'a> Reader<'a> {
         let Some(record) = parse_pruned(bytes, &self.turns.reads) else {
             return true;
         };
-        if self.skipper.skips(line, &record) || self.turns.ignore.iter().any(|p| p.holds(&record)) {
+        if self.skipper.skips(line, &record) {
+            return true;
+        }
+        if let Some(q) = &self.turns.queue {
+            let holds =
+                |p: &Option<crate::rules::Predicate>| p.as_ref().is_some_and(|p| p.holds(&record));
+            if holds(&q.deliver) {
+                self.b.deliver(false);
+                return true;
+            }
+            if holds(&q.inject) {
+                self.b.deliver(true);
+                return true;
+            }
+            if holds(&q.withdraw) {
+                self.b.withdraw();
+                return true;
+            }
+        }
+        let prompt = |record: &Pruned<'_>| {
+            self.turns
+                .user
+                .iter()
+                .filter(|t| t.applies(record))
+                .find_map(|t| t.text(record).map(|x| (t.queued, x)))
+        };
+        let queued_here = |record: &Pruned<'_>| {
+            self.turns.queue.is_some()
+                && self
+                    .turns
+                    .user
+                    .iter()
+                    .any(|t| t.queued && t.applies(record))
+        };
+        if self.turns.ignore.iter().any(|p| p.holds(&record)) {
+            // Dropped, but with a queue a queued record still holds its place, and a prompt record
+            // still delivers what it carries (a task notification the queue held).
+            if self.turns.queue.is_some() {
+                match prompt(&record) {
+                    Some((true, text)) => self.b.hold(line, None, Some(text), true),
+                    Some((false, text)) => self.b.carried(&text),
+                    None if queued_here(&record) => self.b.hold(line, None, None, true),
+                    None => {}
+                }
+            }
+            return true;
+        }
+        let prompt = prompt(&record);
+        if prompt.is_none() && queued_here(&record) {
+            // A queued record without text (what an IDE writes) holds its place too.
+            self.b.hold(line, None, None, false);
             return true;
         }
         // Only `capture turns` shows a turn's time, assistant text, message group and tool names; a
@@ -281,13 +366,7 @@ impl<'a> Reader<'a> {
             true => self.rule.record_time(&record).map(crate::policy::iso),
             false => None,
         };
-        if let Some((queued, text)) = self
-            .turns
-            .user
-            .iter()
-            .filter(|t| t.applies(&record))
-            .find_map(|t| t.text(&record).map(|x| (t.queued, x)))
-        {
+        if let Some((queued, text)) = prompt {
             self.b.prompt(
                 line,
                 ts.clone(),
@@ -348,6 +427,9 @@ impl<'a> Reader<'a> {
     pub fn finish(mut self, bytes_read: u64) -> Turns {
         let (offset, line) = self.through;
         self.b.out.checkpoint = self.b.checkpoint(offset, line, &self.skipper);
+        // Delivered prompts no record carried count where they were queued (the checkpoint keeps
+        // them waiting: a later read may still find their record).
+        self.b.flush_sent();
         self.b.finish();
         self.b.out.bytes_read = bytes_read;
         let mut records: Vec<TurnRecord> = self.b.marker.into_iter().collect();

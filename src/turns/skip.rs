@@ -8,6 +8,8 @@ pub(super) struct Skipper<'a> {
     skips: &'a [crate::rules::Skip],
     /// Which skip's region is open.
     pub(super) open: Option<usize>,
+    /// Whether the open region's `until_after` record has been read (true when it has none).
+    pub(super) until_armed: bool,
     /// Per skip: whether its `after` record has been read (true when it has none).
     pub(super) armed: Vec<bool>,
 }
@@ -17,6 +19,7 @@ impl<'a> Skipper<'a> {
         Skipper {
             skips,
             open: None,
+            until_armed: false,
             armed: skips.iter().map(|s| s.after.is_none()).collect(),
         }
     }
@@ -37,7 +40,11 @@ impl<'a> Skipper<'a> {
     /// Whether `record` (on transcript line `line`) is inside a skipped region.
     pub(super) fn skips(&mut self, line: u64, record: &Pruned) -> bool {
         if let Some(i) = self.open {
-            if !self.skips[i].until.holds(record) {
+            let s = &self.skips[i];
+            if !self.until_armed || !s.until.holds(record) {
+                if !self.until_armed {
+                    self.until_armed = s.until_after.as_ref().is_some_and(|a| a.holds(record));
+                }
                 return true;
             }
             self.open = None;
@@ -47,8 +54,9 @@ impl<'a> Skipper<'a> {
                 self.armed[i] && line >= s.earliest_line && s.from.holds(record)
             });
         self.arm(record);
-        if start.is_some() {
+        if let Some(i) = start {
             self.open = start;
+            self.until_armed = self.skips[i].until_after.is_none();
             return true;
         }
         false

@@ -13,6 +13,7 @@ mod claude_capture;
 mod codex_capture;
 mod common;
 mod corpus;
+mod fidelity;
 mod first_run;
 mod fixtures;
 mod fixtures_real_mock;

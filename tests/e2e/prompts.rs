@@ -41,9 +41,10 @@ fn claude_interrupts_local_commands_and_notifications_are_not_prompts() {
     let v = turns_of("claude", SHOP);
     // 4: the prompt (its queue-operation enqueue on line 2 is the same prompt); 9: typed after an
     // interrupt; 18: /review, a command that expands into a prompt; 21: typed while the agent was busy,
-    // written only as a queue-operation enqueue. Not prompts: interrupt markers (8, 11), the local-command
-    // caveat (12, 15), /model and /cost and their output (13-14, 16-17), the /review expansion (19,
-    // isMeta), a queued and a written <task-notification> (23, 24), bash mode and its output (27, 28).
+    // written only as a queue-operation enqueue and taken into the running turn (`remove`, 22). Not
+    // prompts: interrupt markers (8, 11), the local-command caveat (12, 15), /model and /cost and their
+    // output (13-14, 16-17), the /review expansion (19, isMeta), a queued and a written
+    // <task-notification> (24, 25), bash mode and its output (28, 29).
     assert_eq!(lines(&v), [4, 9, 18, 21], "{v}");
     let p = prompts(&v);
     assert_eq!(p[0].1, "add a discount field to the cart");

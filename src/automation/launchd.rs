@@ -59,7 +59,7 @@ pub fn render(job: &JobSpec) -> Vec<u8> {
 }
 
 fn uid() -> u32 {
-    unsafe { libc::getuid() }
+    crate::platform::user_id()
 }
 
 fn service_target() -> String {
@@ -94,7 +94,18 @@ pub fn install(job: &JobSpec) -> Result<InstallReport, String> {
     let _ = super::run("launchctl", &["bootout", &service_target()]);
     let domain = format!("gui/{}", uid());
     let plist = path.display().to_string();
-    match super::run("launchctl", &["bootstrap", &domain, &plist]) {
+    let bootstrap = || super::run("launchctl", &["bootstrap", &domain, &plist]);
+    // `bootout` returns before launchd has let the old job go; a bootstrap in that moment fails with
+    // "5: Input/output error". One retry a second later (as git maintenance and resticprofile do).
+    let first = bootstrap();
+    let result = match &first {
+        Ok(o) if !o.status.success() && o.status.code() == Some(5) => {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            bootstrap()
+        }
+        _ => first,
+    };
+    match result {
         Ok(o) if o.status.success() => Ok(report(true)),
         Ok(o) => Err(format!(
             "wrote {plist}, but `launchctl bootstrap {domain} {plist}` failed: {} (is a GUI session logged in? `launchctl print-disabled {domain}` shows whether the job is disabled)",

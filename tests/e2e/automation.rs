@@ -17,6 +17,7 @@ case "$1" in
   bootstrap)
     cp "$ALMANAC_HOME/config.toml" "$FAKE_SCHED_DIR/config-at-registration" 2>/dev/null
     if [ -f "$FAKE_SCHED_DIR/bootstrap-fails" ]; then echo "Bootstrap failed: 5: Input/output error" >&2; exit 5; fi
+    if [ -f "$FAKE_SCHED_DIR/bootstrap-fails-once" ]; then rm "$FAKE_SCHED_DIR/bootstrap-fails-once"; echo "Bootstrap failed: 5: Input/output error" >&2; exit 5; fi
     touch "$loaded"; exit 0 ;;
 esac
 exit 0
@@ -289,6 +290,23 @@ fn launchd_plist_has_every_key_and_the_exact_launchctl_sequence() {
         .calls()
         .iter()
         .any(|c| c.starts_with("launchctl bootstrap")));
+}
+
+#[test]
+fn a_bootstrap_that_races_the_bootout_is_retried_once() {
+    let s = sched();
+    std::fs::write(s.dir.join("bootstrap-fails-once"), "").unwrap();
+    let text = ok(&s.install(&["--scheduler", "launchd"]));
+    assert!(
+        text.contains("automatic capture installed (launchd)"),
+        "{text}"
+    );
+    let bootstraps = s
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("launchctl bootstrap gui/UID "))
+        .count();
+    assert_eq!(bootstraps, 2, "{:?}", s.calls());
 }
 
 #[test]

@@ -17,12 +17,15 @@ pub struct Context {
 impl Context {
     pub fn from_env() -> anyhow::Result<Context> {
         let vars: HashMap<String, String> = std::env::vars().collect();
-        let home = vars
-            .get("HOME")
-            .filter(|h| !h.is_empty())
+        let home = crate::platform::HOME_VARS
+            .iter()
+            .find_map(|v| vars.get(*v).filter(|h| !h.is_empty()))
             .map(PathBuf::from)
             .ok_or_else(|| {
-                anyhow::anyhow!("HOME is not set: almanac needs it to find transcript stores")
+                anyhow::anyhow!(
+                    "{} is not set: almanac needs it to find transcript stores",
+                    crate::platform::HOME_VARS.join(" or ")
+                )
             })?;
         let almanac_home = match vars.get("ALMANAC_HOME").filter(|h| !h.is_empty()) {
             Some(h) => crate::util::paths::expand_home(h, &home),

@@ -24,7 +24,6 @@ const MAX_GITIGNORE_BYTES: u64 = 1 << 20;
 /// regular `.gitignore`.
 pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let wiki = root.join(".almanac");
     let mut created = Vec::new();
     match std::fs::symlink_metadata(&wiki) {
@@ -54,12 +53,11 @@ pub fn init(root: &Path) -> std::io::Result<InitOutcome> {
         let mut o = std::fs::OpenOptions::new();
         match create {
             // A new file only: never through a link left in its place.
-            true => o.write(true).create_new(true).mode(0o644),
-            false => o
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK),
-        };
-        o.open(&ignore)
+            true => {
+                crate::platform::private_mode(o.write(true).create_new(true), 0o644).open(&ignore)
+            }
+            false => crate::platform::open_no_follow(o.append(true), &ignore),
+        }
     };
     match existing {
         None => {

@@ -14,6 +14,7 @@ pub mod init;
 #[cfg(test)]
 mod layering;
 pub mod ledger;
+pub mod platform;
 pub mod policy;
 pub mod reason;
 pub mod rules;

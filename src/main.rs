@@ -10,9 +10,5 @@ fn main() {
 /// (docs/performance.md). A buffer above it is a fresh mapping each time, with its page faults: the
 /// buffers made per transcript stay under it (`ledger::cursor`). Other allocators are left alone.
 fn fixed_mmap_threshold() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
+    almanac::platform::fix_mmap_threshold(128 * 1024);
 }

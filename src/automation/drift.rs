@@ -164,9 +164,7 @@ fn scheduler_drifts(config: &Config, i: &Installed, every: Duration) -> Vec<Drif
 }
 
 fn is_executable(p: &str) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| {
-        m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-    })
+    std::fs::metadata(p).is_ok_and(|m| crate::platform::is_executable(&m))
 }
 
 #[cfg(test)]

@@ -280,7 +280,6 @@ pub fn job_path(installer_path: &str, home: &Path) -> String {
 /// (a stable symlink such as ~/.cargo/bin/almanac survives upgrades), else this binary. Paths that vanish
 /// (a cargo `target/` dir, a temp dir) are refused unless `force`, which turns the refusal into a warning.
 pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec<String>), String> {
-    use std::os::unix::fs::MetadataExt;
     let mut warnings = Vec::new();
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find this program's path: {e}"))?;
@@ -294,19 +293,15 @@ pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec
             crate::util::paths::normalize(&p)
         }
         None => {
-            let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
-                (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-                _ => false,
-            };
+            let id = |p: &Path| std::fs::metadata(p).map(|m| crate::platform::file_id(p, &m));
+            let same = |a: &Path, b: &Path| matches!((id(a), id(b)), (Ok(x), Ok(y)) if x == y);
             match crate::capture::agent::resolve_program("almanac") {
                 Some(found) if found.is_absolute() && same(&found, &exe) => found,
                 _ => exe,
             }
         }
     };
-    let executable = std::fs::metadata(&program).is_ok_and(|m| {
-        m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
-    });
+    let executable = std::fs::metadata(&program).is_ok_and(|m| crate::platform::is_executable(&m));
     if !executable {
         let msg = format!(
             "program {} does not exist or is not executable",

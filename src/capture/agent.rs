@@ -8,11 +8,12 @@ use super::agent_io::{self, Pipes};
 use super::logs::BoundedLog;
 use super::run::RunRecord;
 use crate::config::{AgentDef, AgentStdin};
+use crate::platform::{AgentGroup, Stop};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -89,40 +90,26 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// Finds `program` on PATH at call time (a path with `/` is taken as it is).
+/// Finds `program` on PATH at call time (a path, holding a separator, is taken as it is). On Windows a
+/// name without an extension is also looked for with each of `PATHEXT`'s (`claude` is npm's
+/// `claude.cmd`).
 pub fn resolve_program(program: &str) -> Option<PathBuf> {
     resolve_program_in(program, std::env::var_os("PATH"))
 }
 
 /// Finds `program` on the search path `paths` (the agent's own PATH when its profile sets one).
 fn resolve_program_in(program: &str, paths: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
+    if crate::platform::names_a_path(program) {
         return Some(PathBuf::from(program));
     }
     let paths = paths?;
+    let pathext = crate::platform::pathext();
     std::env::split_paths(&paths)
-        .map(|d| d.join(program))
+        .flat_map(|d| crate::platform::program_candidates(&d, program, pathext.as_deref()))
         .find(|p| {
             p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .is_ok_and(|m| crate::platform::is_executable(&m))
         })
-}
-
-/// Whether `path` is a file this process may execute (`access(2)` with `X_OK`).
-fn executable(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a file"));
-    }
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
-    match unsafe { libc::access(c.as_ptr(), libc::X_OK) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
 }
 
 /// The agent's own session id, as almanac learns it.
@@ -299,19 +286,19 @@ pub fn run(
         Some((r, w)) => (Some(r), Some(w)),
         None => (None, None),
     };
-    let mut child = match spawn(def, argv, prompt, repo, shared_tx) {
+    let (mut child, group) = match spawn(def, argv, prompt, repo, shared_tx) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let pid = child.id();
+    let pid = group.id();
     crate::util::fault::point("agent-unrecorded");
     let recorded = on_learn(Learned::Spawned(AgentProcess {
         pgid: pid,
-        start_time: crate::util::process::start_time(pid),
+        start_time: crate::platform::start_time(pid),
     }));
     if let Err(e) = recorded {
         // Still at its gate: the agent never starts, and nothing is left that no record names.
-        crate::util::process::kill_group(pid as i32, libc::SIGKILL);
+        group.stop(Stop::Kill);
         let _ = child.wait();
         return fail(format!(
             "the agent was not started: its process group could not be recorded in the run record ({e})"
@@ -320,14 +307,11 @@ pub fn run(
     crate::util::fault::point("agent-spawned");
     let (tx, rx) = mpsc::channel::<Event>();
     let mut pipes = Pipes::new(BoundedLog::new(log_copy, limits.max_log_bytes));
-    // The gate's line, then (`stdin = "prompt"`) the prompt: the agent starts now that its group is
-    // recorded.
-    if let Some(stdin) = child.stdin.take() {
-        let mut input = GATE_LINE.to_vec();
-        if def.stdin == AgentStdin::Prompt {
-            input.extend_from_slice(prompt.as_bytes());
-        }
-        pipes.feed(stdin, input);
+    // The agent starts now that its group is recorded; then (`stdin = "prompt"`) the prompt.
+    let mut stdin = child.stdin.take();
+    group.release(stdin.as_mut());
+    if let (Some(stdin), AgentStdin::Prompt) = (stdin, def.stdin) {
+        pipes.feed(stdin, prompt.as_bytes().to_vec());
     }
     let (id_tx, id_rx) = mpsc::channel::<String>();
     // The sender lives only in the stdout thread, so the forwarder below ends when that thread does.
@@ -353,9 +337,9 @@ pub fn run(
         let _ = tx.send(Event::Exited(child.wait().ok()));
     });
     let mut on_id = |id: &str| drop(on_learn(Learned::FromStdout(id)));
-    let (status, timed_out) = wait(&rx, pid as i32, limits.timeout, &mut on_id);
+    let (status, timed_out) = wait(&rx, &group, limits.timeout, &mut on_id);
     // Whatever the agent left running in its group goes with it.
-    crate::util::process::kill_group(pid as i32, libc::SIGKILL);
+    group.stop(Stop::Kill);
     let held_open = pipes.finish(if timed_out {
         Duration::from_millis(200)
     } else {
@@ -405,38 +389,18 @@ fn report_escaped(log: &File, agent: u32, before: &HashSet<u32>, held_open: bool
     }
 }
 
-/// The shell that holds the agent back until its process group is recorded (`spawn`).
-const GATE_SHELL: &str = "/bin/sh";
-/// What the gate waits for on stdin.
-const GATE_LINE: &[u8] = b"go\n";
-
-/// The gate's script: `$0` is the agent's program, `$@` its arguments. `read` takes stdin a byte at a
-/// time up to the newline (POSIX, for input it cannot seek), so what follows, the prompt, is the
-/// agent's; without a line (the worker is gone) it starts nothing. The `/dev/null` form is for an
-/// agent whose stdin is not the prompt.
-fn gate_script(stdin: AgentStdin) -> &'static str {
-    match stdin {
-        AgentStdin::Prompt => r#"IFS= read -r almanac_gate || exit 125; exec "$0" "$@""#,
-        AgentStdin::Null => r#"IFS= read -r almanac_gate || exit 125; exec "$0" "$@" </dev/null"#,
-    }
-}
-
-/// Starts the agent in its own process group, stdout and stderr piped to almanac (which bounds the
-/// log; `shared`: one pipe for both), stdin the prompt or /dev/null.
-///
-/// It starts held back: the group's leader is `/bin/sh`, waiting for a line on stdin before it execs
-/// the agent (the same process: its number and start time are the agent's). The worker writes that
-/// line once the run record names the group, so a worker killed in between (`kill -9`, an OOM kill,
-/// systemd stopping it) leaves no agent running that no record names: its pipe closes, the shell
-/// reads nothing and exits, and the retried run is the only one in the repo.
+/// Starts the agent in its own process group (Windows: Job object), held back until `release`
+/// (`platform::spawn_held`), stdout and stderr piped to almanac (which bounds the log; `shared`: one
+/// pipe for both), stdin the prompt or the null device. The worker releases it once the run record
+/// names the group, so a worker killed in between (`kill -9`, an OOM kill, systemd stopping it) leaves
+/// no agent running that no record names, and the retried run is the only one in the repo.
 fn spawn(
     def: &AgentDef,
     argv: &[String],
     prompt: &str,
     repo: &Path,
     shared: Option<std::io::PipeWriter>,
-) -> Result<Child, String> {
-    use std::os::unix::process::CommandExt;
+) -> Result<(Child, AgentGroup), String> {
     // The agent's environment: the worker's (inherited from the sweep) plus the profile's `env`; its
     // PATH, when the profile sets one, is also where the program is looked up.
     let path = match def.env.iter().rev().find(|(k, _)| k == "PATH") {
@@ -453,30 +417,30 @@ fn spawn(
     // absolute, it is checked where it runs and never reads as an option to the gate's `exec`.
     let program = repo.join(program);
     // What exec would refuse is told as before, not as the gate's exit code.
-    if let Err(e) = executable(&program) {
+    if let Err(e) = crate::platform::can_execute(&program) {
         return Err(format!(
             "agent \"{}\": cannot start {}: {e}",
             def.name,
             program.display()
         ));
     }
-    let mut cmd = Command::new(GATE_SHELL);
-    cmd.arg("-c")
-        .arg(gate_script(def.stdin))
-        .arg(&program)
-        .args(&argv[1..])
-        .envs(def.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .process_group(0);
-    match shared.map(|w| w.try_clone().map(|w2| (w, w2))) {
-        Some(Ok((w, w2))) => cmd.stdout(w).stderr(w2),
+    let outputs = match shared.map(|w| w.try_clone().map(|w2| (w, w2))) {
+        Some(Ok((w, w2))) => Some((Stdio::from(w), Stdio::from(w2))),
         Some(Err(e)) => return Err(format!("cannot make a pipe for the agent's output: {e}")),
-        None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+        None => None,
     };
-    cmd.spawn().map_err(|e| {
+    let prompt_on_stdin = def.stdin == AgentStdin::Prompt;
+    crate::platform::spawn_held(&program, &argv[1..], prompt_on_stdin, |cmd| {
+        cmd.envs(def.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(repo);
+        match outputs {
+            Some((w, w2)) => cmd.stdout(w).stderr(w2),
+            None => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+        };
+    })
+    .map_err(|e| {
         let in_argv = def.command.iter().any(|a| a.contains("{prompt}"));
-        if e.raw_os_error() == Some(libc::E2BIG) && in_argv {
+        if crate::platform::is_args_too_long(&e) && in_argv {
             format!(
                 "agent \"{}\": the prompt ({} bytes) is too long to pass as an argument ({e}); give it on stdin instead: drop {{prompt}} from the command and set stdin = \"prompt\", or pass {{prompt_file}}",
                 def.name,
@@ -496,11 +460,10 @@ fn spawn(
 /// SIGTERM and, 5 s later, SIGKILL. Returns the exit status (None when lost) and whether it timed out.
 fn wait(
     rx: &mpsc::Receiver<Event>,
-    pgid: i32,
+    group: &AgentGroup,
     timeout: Duration,
     on_id: &mut impl FnMut(&str),
 ) -> (Option<ExitStatus>, bool) {
-    use crate::util::process::kill_group;
     let started = Instant::now();
     let mut until = |deadline: Option<Instant>| -> Result<Option<ExitStatus>, ()> {
         loop {
@@ -519,11 +482,11 @@ fn wait(
     if let Ok(s) = until(Some(started + timeout)) {
         return (s, false);
     }
-    kill_group(pgid, libc::SIGTERM);
+    group.stop(Stop::Term);
     if let Ok(s) = until(Some(Instant::now() + Duration::from_secs(5))) {
         return (s, true);
     }
-    kill_group(pgid, libc::SIGKILL);
+    group.stop(Stop::Kill);
     (until(None).unwrap_or(None), true)
 }
 

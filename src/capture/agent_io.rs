@@ -6,9 +6,9 @@
 
 use super::logs::BoundedLog;
 use crate::config::StdoutEvent;
+use crate::platform::{OwnedPipe, Pipe};
 use crate::util::lines::{parse_object, LineReader};
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -16,48 +16,6 @@ use std::time::{Duration, Instant};
 
 /// A stdout line longer than this is never the session event: it is copied to the log, not held.
 pub const MAX_EVENT_LINE: usize = 64 * 1024;
-
-/// How often a blocked pipe thread looks whether it was told to stop.
-const TICK_MS: i32 = 100;
-
-/// One end of a pipe, read or written in ticks so that a stop request is seen.
-struct Pipe {
-    fd: OwnedFd,
-    stop: Arc<AtomicBool>,
-}
-
-impl Pipe {
-    /// Waits until `events` are ready on the fd; false once told to stop.
-    fn ready(&self, events: i16) -> bool {
-        loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return false;
-            }
-            let mut p = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events,
-                revents: 0,
-            };
-            if unsafe { libc::poll(&mut p, 1, TICK_MS) } != 0 {
-                return true;
-            }
-        }
-    }
-}
-
-impl Read for Pipe {
-    /// End of file when the writers are gone or when told to stop.
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if !self.ready(libc::POLLIN) {
-            return Ok(0);
-        }
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(n as usize)
-    }
-}
 
 /// Copies all it reads into the run log.
 struct Tee {
@@ -99,43 +57,19 @@ impl Pipes {
         }
     }
 
-    fn pipe(&self, fd: impl Into<OwnedFd>) -> Pipe {
-        Pipe {
-            fd: fd.into(),
-            stop: self.stop.clone(),
-        }
+    fn pipe(&self, from: impl Into<OwnedPipe>) -> Pipe {
+        Pipe::reader(from, self.stop.clone())
     }
 
     /// Writes `prompt` to the agent's stdin, then closes it; an agent that exits unread is fine.
     pub fn feed(&mut self, stdin: std::process::ChildStdin, prompt: Vec<u8>) {
-        let pipe = self.pipe(stdin);
-        unsafe {
-            let fd = pipe.fd.as_raw_fd();
-            libc::fcntl(
-                fd,
-                libc::F_SETFL,
-                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
-            );
-        }
-        self.threads.push(std::thread::spawn(move || {
-            let mut rest = &prompt[..];
-            while !rest.is_empty() && pipe.ready(libc::POLLOUT) {
-                let n =
-                    unsafe { libc::write(pipe.fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
-                match n {
-                    n if n > 0 => rest = &rest[n as usize..],
-                    _ if std::io::Error::last_os_error().kind()
-                        == std::io::ErrorKind::WouldBlock => {}
-                    _ if std::io::Error::last_os_error().kind()
-                        == std::io::ErrorKind::Interrupted => {}
-                    _ => break,
-                }
-            }
-        }));
+        let pipe = Pipe::writer(stdin, self.stop.clone());
+        self.threads
+            .push(std::thread::spawn(move || pipe.write_all(&prompt)));
     }
 
     /// Copies a stream to the log.
-    pub fn copy(&mut self, from: impl Into<OwnedFd>) {
+    pub fn copy(&mut self, from: impl Into<OwnedPipe>) {
         let mut tee = Tee {
             pipe: self.pipe(from),
             log: self.log.clone(),
@@ -150,7 +84,7 @@ impl Pipes {
     }
 
     /// Copies stdout to the log and sends the `field` of the first JSON line whose `type` is `event`.
-    pub fn watch(&mut self, from: impl Into<OwnedFd>, ev: StdoutEvent, tx: mpsc::Sender<String>) {
+    pub fn watch(&mut self, from: impl Into<OwnedPipe>, ev: StdoutEvent, tx: mpsc::Sender<String>) {
         let tee = Tee {
             pipe: self.pipe(from),
             log: self.log.clone(),
@@ -191,6 +125,9 @@ impl Pipes {
             }
         }
         self.stop.store(true, Ordering::SeqCst);
+        for t in &self.threads {
+            crate::platform::unblock(t);
+        }
         for t in self.threads {
             let _ = t.join();
         }
@@ -201,77 +138,4 @@ impl Pipes {
     }
 }
 
-/// Makes this process the subreaper of its descendants (Linux), so that a child the agent left behind
-/// in a group of its own becomes ours when the agent exits, and can be found and reported.
-pub fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
-}
-
-/// One process: pid, parent, process group, state and command name, from /proc.
-pub struct Proc {
-    pub pid: u32,
-    pub pgid: u32,
-    pub state: char,
-    pub comm: String,
-}
-
-fn proc_stat(pid: u32) -> Option<(u32, Proc)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (head, rest) = s.rsplit_once(") ")?;
-    let comm = head.split_once(" (")?.1.to_string();
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ppid = f.get(1)?.parse().ok()?;
-    Some((
-        ppid,
-        Proc {
-            pid,
-            pgid: f.get(2)?.parse().ok()?,
-            state: f.first()?.chars().next()?,
-            comm,
-        },
-    ))
-}
-
-/// This process's children, with every descendant of theirs, from /proc (empty elsewhere).
-pub fn descendants() -> Vec<Proc> {
-    let me = std::process::id();
-    let all: Vec<(u32, Proc)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(proc_stat)
-        .collect();
-    let mut parents = vec![me];
-    let mut out = Vec::new();
-    let mut taken = vec![false; all.len()];
-    while let Some(p) = parents.pop() {
-        for (i, (ppid, proc)) in all.iter().enumerate() {
-            if *ppid == p && !taken[i] {
-                taken[i] = true;
-                parents.push(proc.pid);
-                out.push(Proc {
-                    pid: proc.pid,
-                    pgid: proc.pgid,
-                    state: proc.state,
-                    comm: proc.comm.clone(),
-                });
-            }
-        }
-    }
-    out
-}
-
-/// Collects children of ours that exited (the agent's, reparented to us): never the running ones.
-pub fn reap_zombies(except: Option<u32>) {
-    for p in descendants() {
-        if p.state == 'Z' && Some(p.pid) != except {
-            unsafe {
-                libc::waitpid(p.pid as i32, std::ptr::null_mut(), libc::WNOHANG);
-            }
-        }
-    }
-}
+pub use crate::platform::{become_subreaper, descendants, reap_zombies};

@@ -14,20 +14,20 @@
 //! and the event is logged and left in the ledger for the next sweep to report (`ledger-overwritten`).
 
 use crate::ledger::{self, EntryStatus, RepoState};
-use std::os::unix::fs::MetadataExt;
+use crate::platform::FileId;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub(super) struct Held {
     /// The file as this worker last read or wrote it: (device, inode, size, mtime in ns).
-    stamp: Option<(u64, u64, u64, i64)>,
+    stamp: Option<(FileId, u64, i128)>,
     pub ledger: ledger::Ledger,
     pub dirty: bool,
     saved_at: Instant,
     /// Whether `ledger` is a copy read from (or written to) the repo, worth restoring.
     have: bool,
     /// (device, inode) of `runs/` when last seen: a different one means it was deleted.
-    runs_id: Option<(u64, u64)>,
+    runs_id: Option<FileId>,
     /// `runs/` itself, held open: a deleted directory's inode is not freed while it is open, so a
     /// `runs/` made again after it never gets the same (device, inode). (ext4 hands a freed inode
     /// straight back: `rm -rf runs; mkdir runs` gave the same inode on this project's machines.)
@@ -36,31 +36,26 @@ pub(super) struct Held {
     wiped: Option<String>,
 }
 
-fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+fn dir_id(dir: &Path) -> Option<FileId> {
     std::fs::symlink_metadata(dir)
         .ok()
-        .map(|m| (m.dev(), m.ino()))
+        .map(|m| crate::platform::file_id(dir, &m))
 }
 
 /// A directory opened without following a link (a `runs/` that became a link is not ours to hold).
 fn open_dir(dir: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(dir)
-        .ok()
+    crate::platform::open_dir_no_follow(dir)
 }
 
 const SAVE_EVERY: Duration = Duration::from_secs(2);
 
-fn stamp(repo: &Path) -> std::io::Result<Option<(u64, u64, u64, i64)>> {
-    match std::fs::metadata(ledger::ledger_path(repo)) {
+fn stamp(repo: &Path) -> std::io::Result<Option<(FileId, u64, i128)>> {
+    let path = ledger::ledger_path(repo);
+    match std::fs::metadata(&path) {
         Ok(m) => Ok(Some((
-            m.dev(),
-            m.ino(),
-            m.size(),
-            m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            crate::platform::file_id(&path, &m),
+            m.len(),
+            crate::platform::times_ns(&m).0,
         ))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -236,11 +231,7 @@ fn merge_into_held(held: &ledger::Ledger, disk: &mut ledger::Ledger) {
 
 /// Points the worker's output (stdout, stderr) at `runs/worker.log` again after `runs/` was deleted.
 fn reopen_log(repo: &Path) {
-    use std::os::fd::AsRawFd;
     if let Ok(f) = crate::util::atomic::open_append_private(&ledger::worker_log_path(repo)) {
-        unsafe {
-            libc::dup2(f.as_raw_fd(), 1);
-            libc::dup2(f.as_raw_fd(), 2);
-        }
+        crate::platform::redirect_output(&f);
     }
 }

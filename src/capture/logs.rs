@@ -88,25 +88,17 @@ pub fn rotate(path: &Path, max: u64) -> bool {
 /// The worker's own log, between runs: when fd 2 is `runs/worker.log` (as the sweep starts the worker)
 /// and it passed `WORKER_LOG_MAX`, it moves to `worker.log.1` and a fresh `worker.log` takes fds 1 and 2.
 pub fn rotate_worker_log(repo: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    use std::os::unix::io::AsRawFd;
     let path = crate::ledger::worker_log_path(repo);
     let Ok(m) = std::fs::symlink_metadata(&path) else {
         return;
     };
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(2, &mut st) } != 0
-        || st.st_dev as u64 != m.dev()
-        || st.st_ino as u64 != m.ino()
+    if crate::platform::stderr_id() != Some(crate::platform::file_id(&path, &m))
         || !rotate(&path, WORKER_LOG_MAX)
     {
         return;
     }
     if let Ok(f) = crate::util::atomic::open_append_private(&path) {
-        unsafe {
-            libc::dup2(f.as_raw_fd(), 1);
-            libc::dup2(f.as_raw_fd(), 2);
-        }
+        crate::platform::redirect_output(&f);
     }
 }
 

@@ -112,7 +112,6 @@ pub fn queue(
 /// Starts the repo's background worker, detached from the sweep and the terminal: a new session, stdin
 /// from /dev/null, output appended to `runs/worker.log`.
 pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
-    use std::os::unix::process::CommandExt;
     crate::ledger::guard::ensure_safe(repo)?;
     let path = crate::ledger::worker_log_path(repo);
     logs::rotate(&path, logs::WORKER_LOG_MAX);
@@ -125,14 +124,6 @@ pub fn spawn_worker(repo: &Path) -> std::io::Result<u32> {
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn()?;
+    let child = crate::platform::spawn_detached(&mut cmd)?;
     Ok(child.id())
 }

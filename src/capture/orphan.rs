@@ -8,11 +8,11 @@
 //! (`agentProcess`) gets SIGTERM, then, 5 s later, SIGKILL, and only when it is the same process: the
 //! leader's start time must match the one recorded. A leader that is gone while its group still has
 //! members is ours too (a pid is not reused while it names a process group). Where the start time cannot
-//! be read (no `/proc`), a group that still exists is waited for instead: the run stays pending and a
+//! be read (neither `/proc` nor `proc_pidinfo`), a group that still exists is waited for instead: the run stays pending and a
 //! later sweep looks again.
 
 use crate::ledger::record::{AgentProcess, RunRecord};
-use crate::util::process::{group_exists, kill_group, running, start_time};
+use crate::platform::{group_exists, has_start_times, running, start_time, stop_group, Stop};
 use std::time::{Duration, Instant};
 
 /// Stops the agent `r` left running, if any. Returns whether it is gone (or never ran); false when it
@@ -52,7 +52,7 @@ fn whose(p: AgentProcess) -> Owner {
         // The leader's number belongs to another process: our group cannot exist any more.
         (Some(_), _) => Owner::Nobody,
         // The leader is gone but its group lives on: nobody else can have that number yet.
-        (None, _) if std::path::Path::new("/proc/self/stat").exists() => Owner::Ours,
+        (None, _) if has_start_times() => Owner::Ours,
         (None, _) => Owner::Unknown,
     }
 }
@@ -62,10 +62,10 @@ fn whose(p: AgentProcess) -> Owner {
 /// group is still ours.
 fn stop(p: AgentProcess) -> bool {
     let leader_done = || !running(p.pgid) || start_time(p.pgid) != p.start_time;
-    kill_group(p.pgid as i32, libc::SIGTERM);
+    stop_group(p.pgid, Stop::Term);
     let mut done = wait_until(Duration::from_secs(5), leader_done);
     if matches!(whose(p), Owner::Ours) {
-        kill_group(p.pgid as i32, libc::SIGKILL);
+        stop_group(p.pgid, Stop::Kill);
     }
     if !done {
         done = wait_until(Duration::from_secs(2), leader_done);

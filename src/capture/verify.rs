@@ -88,13 +88,12 @@ impl Stamper {
     }
 
     fn stamp(&mut self, p: &Path) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
         let m = std::fs::symlink_metadata(p).ok()?;
-        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        let (mtime, ctime) = crate::platform::times_ns(&m);
         let mut st = Stamp {
             len: m.len(),
-            mtime: ns(m.mtime(), m.mtime_nsec()),
-            ctime: ns(m.ctime(), m.ctime_nsec()),
+            mtime,
+            ctime,
             hash: None,
         };
         if m.file_type().is_symlink() {

@@ -377,7 +377,7 @@ fn ask(question: &str, yes: bool) -> Option<bool> {
     if yes {
         return Some(true);
     }
-    if unsafe { libc::isatty(0) } != 1 {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return None;
     }
     eprint!("{question} [Y/n] ");

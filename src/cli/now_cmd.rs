@@ -302,13 +302,7 @@ const EXIT_INTERRUPTED: i32 = 130;
 /// Ctrl-C reaches almanac, not the agent (which runs in a process group of its own): it is recorded,
 /// and the follow loop stops the running agent.
 fn on_ctrl_c() {
-    extern "C" fn handler(_: libc::c_int) {
-        crate::capture::agent::interrupt();
-    }
-    let handler: extern "C" fn(libc::c_int) = handler;
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-    }
+    crate::platform::on_interrupt(crate::capture::agent::interrupt);
 }
 
 /// Stops the agent of each running run by its recorded process group (SIGTERM; the worker's own
@@ -317,9 +311,7 @@ fn stop_agents(recs: &[Option<record::RunRecord>]) -> bool {
     let mut any = false;
     for r in recs.iter().flatten() {
         if let (RunStatus::Running, Some(p)) = (r.status, r.agent_process) {
-            unsafe {
-                libc::kill(-(p.pgid as i32), libc::SIGTERM);
-            }
+            crate::platform::stop_group(p.pgid, crate::platform::Stop::Term);
             any = true;
         }
     }

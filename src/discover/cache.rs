@@ -90,9 +90,8 @@ pub struct Cache {
 /// hashes every path twice).
 pub(super) fn path_hash(p: &Path) -> u64 {
     use std::hash::Hasher;
-    use std::os::unix::ffi::OsStrExt;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    h.write(p.as_os_str().as_bytes());
+    h.write(p.as_os_str().as_encoded_bytes());
     h.finish()
 }
 

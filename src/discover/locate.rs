@@ -165,14 +165,11 @@ pub fn locate<'a>(
     let rel_offset = path.to_string_lossy().len().saturating_sub(m.rel.len());
     let file = FoundFile {
         app: std::sync::Arc::from(m.rule.id.as_str()),
-        path,
         rel_offset,
         size: meta.len(),
         mtime: meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH),
-        file_id: {
-            use std::os::unix::fs::MetadataExt;
-            (meta.dev(), meta.ino())
-        },
+        file_id: crate::platform::file_id(&path, &meta),
+        path,
     };
     Ok((m, file))
 }

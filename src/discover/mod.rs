@@ -347,6 +347,7 @@ fn walk_sequential<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Found<
 fn walk_parallel<T: WalkItem>(at: &StoreRoot, stats: &mut WalkStats) -> Option<Vec<Found<T>>> {
     /// What the top levels' walk found, in walk order: a file to look at (a flat directory of many
     /// transcripts is shared out too), or a directory whose subtree is walked as one piece.
+    #[allow(clippy::large_enum_variant)] // `Seen`'s size: see there.
     enum Part {
         File(Seen),
         Subtree(PathBuf),
@@ -433,16 +434,18 @@ fn consider_file<E, T: WalkItem>(
     stats: &mut WalkStats,
     out: &mut Found<T>,
 ) {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
     // Walked paths are the root joined with names, so the root is a byte prefix followed by `/`
     // (`strip_prefix` compares component by component: a tenth of a 100k-file walk); any other
     // shape takes the component-wise way.
-    let (bytes, root) = (path.as_os_str().as_bytes(), at.root.as_os_str().as_bytes());
+    let (bytes, root) = (
+        path.as_os_str().as_encoded_bytes(),
+        at.root.as_os_str().as_encoded_bytes(),
+    );
     let rel = match bytes.strip_prefix(root) {
-        Some(rest) if root.ends_with(b"/") || rest.first() == Some(&b'/') => Path::new(
-            std::ffi::OsStr::from_bytes(rest.strip_prefix(b"/").unwrap_or(rest)),
-        ),
+        // SAFETY: split right after an ASCII `/`, as `from_encoded_bytes_unchecked` allows.
+        Some(rest) if root.ends_with(b"/") || rest.first() == Some(&b'/') => Path::new(unsafe {
+            std::ffi::OsStr::from_encoded_bytes_unchecked(rest.strip_prefix(b"/").unwrap_or(rest))
+        }),
         _ => match path.strip_prefix(at.root) {
             Ok(rel) => rel,
             Err(_) => return,
@@ -466,7 +469,7 @@ fn consider_file<E, T: WalkItem>(
         }
     };
     if at.subagent_paths.is_some_and(|g| g.is_match(&*rel)) {
-        out.subagents.push((meta.dev(), meta.ino()));
+        out.subagents.push(crate::platform::file_id(path, &meta));
         return;
     }
     let rel_offset = path.to_string_lossy().len() - rel.len();
@@ -475,12 +478,14 @@ fn consider_file<E, T: WalkItem>(
         rel_offset,
         size: meta.len(),
         mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        file_id: (meta.dev(), meta.ino()),
+        file_id: crate::platform::file_id(path, &meta),
         path: path.to_path_buf(),
     }));
 }
 
-/// An entry of a directory listed with std's reads, as the walk treats it.
+/// An entry of a directory listed with std's reads, as the walk treats it. (On Windows a `DirEntry`
+/// holds its find data, 600 bytes; boxing it would cost every platform an allocation per file.)
+#[allow(clippy::large_enum_variant)]
 enum Seen {
     Dir(PathBuf),
     /// A regular file: its metadata (a `statx` on the open directory) is only read if it is selected.
@@ -569,11 +574,7 @@ fn walk_subtree<T: WalkItem>(
 
 /// Opens a transcript for reading without blocking on a FIFO or device that slipped through.
 pub fn open_transcript(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let f = crate::platform::open_no_wait(std::fs::OpenOptions::new().read(true), path)?;
     if !f.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
@@ -609,6 +610,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn listing(v: &[FoundFile]) -> Vec<(PathBuf, usize, u64)> {
         v.iter()
             .map(|s| (s.path.clone(), s.rel_offset, s.size))
@@ -616,6 +618,7 @@ mod tests {
     }
 
     /// The parallel walk's pieces, in order, as one.
+    #[cfg(unix)]
     fn joined(pieces: Vec<Found<FoundFile>>) -> Found<FoundFile> {
         let mut all = Found::new();
         for mut p in pieces {
@@ -625,6 +628,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn the_parallel_walk_equals_the_sequential_one() {
         let cat = crate::rules::load(&[]).unwrap();
         let store = &cat.get("claude").unwrap().stores[0];

@@ -70,6 +70,5 @@ impl RepoMapper {
 /// A transcript names its own cwd, so it could point anywhere: a `.almanac/` that belongs to another user
 /// is never written to (it is not a repo of ours).
 fn owned_by_us(wiki: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(wiki).is_ok_and(|m| m.uid() == unsafe { libc::geteuid() })
+    std::fs::metadata(wiki).is_ok_and(|m| crate::platform::foreign_owner(&m).is_none())
 }

@@ -277,10 +277,7 @@ mod tests {
             rel_offset: dir.path().to_string_lossy().len(),
             size: meta.len(),
             mtime: meta.modified().unwrap(),
-            file_id: {
-                use std::os::unix::fs::MetadataExt;
-                (meta.dev(), meta.ino())
-            },
+            file_id: crate::platform::file_id(&path, &meta),
         };
         let cache_file = dir.path().join("cache.tsv");
         let entry = cache::Entry {

@@ -179,9 +179,15 @@ impl TurnIndex {
     }
 
     fn read_line(&self, at: u64, len: u32) -> Option<Vec<u8>> {
-        use std::os::unix::fs::FileExt;
         let mut buf = vec![0; len as usize];
-        self.file.as_ref()?.read_exact_at(&mut buf, at).ok()?;
+        let f = self.file.as_ref()?;
+        let mut done = 0;
+        while done < buf.len() {
+            match crate::platform::read_at(f, &mut buf[done..], at + done as u64).ok()? {
+                0 => return None,
+                n => done += n,
+            }
+        }
         Some(buf)
     }
 

@@ -4,7 +4,6 @@
 //! journal, locks, worker log) regular files, not links. Files under `runs/` are then opened with `O_NOFOLLOW`,
 //! so nothing outside the directory is ever written through a link.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The files in `runs/` whose names an attacker knows in advance.
@@ -21,7 +20,6 @@ const FIXED: [&str; 5] = [
 pub fn check_runs_dir(repo: &Path) -> Result<(), String> {
     let wiki = repo.join(".almanac");
     let runs = super::runs_dir(repo);
-    let me = unsafe { libc::geteuid() };
     for dir in [&wiki, &runs] {
         let m = match std::fs::symlink_metadata(dir) {
             Ok(m) => m,
@@ -37,12 +35,8 @@ pub fn check_runs_dir(repo: &Path) -> Result<(), String> {
         if !m.is_dir() {
             return Err(format!("{} is not a directory", dir.display()));
         }
-        if m.uid() != me {
-            return Err(format!(
-                "{} is owned by uid {}, not by you",
-                dir.display(),
-                m.uid()
-            ));
+        if let Some(owner) = crate::platform::foreign_owner(&m) {
+            return Err(format!("{} is owned by {owner}, not by you", dir.display()));
         }
     }
     for name in FIXED {

@@ -106,7 +106,7 @@ pub struct RunRecord {
 pub struct AgentProcess {
     /// The agent's process group (it leads it: the same number as its pid).
     pub pgid: u32,
-    /// Clock ticks after boot when it started (Linux: field 22 of `/proc/<pid>/stat`); None elsewhere.
+    /// Clock ticks after boot when it started (`platform::start_time`: Linux, `/proc/<pid>/stat` field 22; macOS, µs since the epoch; Windows, 100 ns since 1601); None where it cannot be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<u64>,
 }
@@ -212,18 +212,16 @@ pub enum Found {
 /// The record of `run_id`, checked. Never follows a symlink; reads at most `MAX_RECORD` bytes.
 pub fn find(runs: &Path, run_id: &str) -> Found {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     if !crate::util::ids::is_safe_run_id(run_id) {
         return Found::Missing;
     }
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(record_path(runs, run_id))
-    {
+    let f = match crate::platform::open_no_follow(
+        std::fs::OpenOptions::new().read(true),
+        &record_path(runs, run_id),
+    ) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Found::Missing,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+        Err(e) if crate::platform::is_link_refused(&e) => {
             return Found::Foreign("it is a symbolic link".into())
         }
         Err(e) => return Found::Foreign(format!("it cannot be read: {e}")),

@@ -16,7 +16,6 @@ use super::record::RunRecord;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -106,12 +105,9 @@ fn keys(create: bool) -> std::io::Result<Option<Keys>> {
 }
 
 fn read_key(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+    let f = crate::platform::open_no_follow(std::fs::OpenOptions::new().read(true), path)?;
     let m = f.metadata()?;
-    if !m.is_file() || m.uid() != unsafe { libc::geteuid() } || m.len() != KEY_LEN as u64 {
+    if !m.is_file() || crate::platform::foreign_owner(&m).is_some() || m.len() != KEY_LEN as u64 {
         return Err(std::io::Error::other(format!(
             "{}: not a {KEY_LEN}-byte file of yours; remove it and almanac makes a new one",
             path.display()
@@ -132,11 +128,9 @@ fn create_key(path: &Path) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&tmp);
     let result = (|| {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut o = std::fs::OpenOptions::new();
+        let mut f =
+            crate::platform::private_mode(o.write(true).create_new(true), 0o600).open(&tmp)?;
         f.write_all(&k)?;
         f.sync_all()?;
         // A hard link never replaces: whoever links first made the key.

@@ -2,7 +2,6 @@
 //! Files are created 0600 and directories 0700: ledgers, run records and prompts quote transcripts.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Creates `dir` (and parents) with mode 0700 where it does not exist.
@@ -10,17 +9,13 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    crate::platform::create_private_dir(dir)
 }
 
 /// Makes `dir` private (0700), creating it if needed: for almanac's own directories (a repo's
 /// `.almanac/runs`, `$ALMANAC_HOME/state`), which may have been made by hand or by an older version.
 /// A symbolic link is refused, never followed: its target is not ours to chmod.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     ensure_private_dir(dir)?;
     let meta = std::fs::symlink_metadata(dir)?;
     if meta.file_type().is_symlink() {
@@ -29,11 +24,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
             dir.display()
         )));
     }
-    let mode = meta.permissions().mode();
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
+    crate::platform::make_private(dir, &meta)
 }
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -54,11 +45,8 @@ pub fn write_atomic_with(
         super::ids::random_hex(4)
     ));
     let result = (|| {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut o = std::fs::OpenOptions::new();
+        let f = crate::platform::private_mode(o.write(true).create_new(true), 0o600).open(&tmp)?;
         let mut w = std::io::BufWriter::with_capacity(64 * 1024, f);
         fill(&mut w)?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
@@ -91,15 +79,11 @@ pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io:
 /// Opens `path` for appending, created 0600 if missing, never through a symbolic link; refused unless it
 /// is a regular file with one link owned by this user (a log of ours, not a way to write elsewhere).
 pub fn open_append_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::MetadataExt;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+    use crate::platform::{foreign_owner, open_no_follow, private_mode, single_link};
+    let mut o = std::fs::OpenOptions::new();
+    let f = open_no_follow(private_mode(o.create(true).append(true), 0o600), path)?;
     let m = f.metadata()?;
-    if !m.is_file() || m.nlink() != 1 || m.uid() != unsafe { libc::geteuid() } {
+    if !m.is_file() || !single_link(&f) || foreign_owner(&m).is_some() {
         return Err(std::io::Error::other(format!(
             "{}: not a regular file of yours with one link; refusing to append to it",
             path.display()
@@ -133,7 +117,7 @@ pub fn remove_stale_temps(dir: &Path) {
             continue;
         };
         if let Ok(pid) = pid.parse::<i32>() {
-            if !super::process::alive(pid) {
+            if !crate::platform::alive(pid) {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -21,7 +21,9 @@ pub fn disk_full(name: &str) -> std::io::Result<()> {
     let on = std::env::var("ALMANAC_FAULT").is_ok_and(|v| v.strip_prefix("enospc-") == Some(name))
         && std::env::var_os("ALMANAC_FAULT_FILE").is_none_or(|f| std::path::Path::new(&f).exists());
     if on {
-        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        return Err(std::io::Error::from_raw_os_error(
+            crate::platform::DISK_FULL,
+        ));
     }
     Ok(())
 }

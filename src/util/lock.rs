@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -24,15 +23,10 @@ fn open(path: &Path) -> std::io::Result<File> {
     if let Some(dir) = path.parent() {
         super::atomic::ensure_private_dir(dir)?;
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        // A lock file is rewritten with the holder's pid: never through a link to someone's file.
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).write(true).create(true).truncate(false);
+    // A lock file is rewritten with the holder's pid: never through a link to someone's file.
+    crate::platform::open_no_follow(crate::platform::private_mode(&mut o, 0o600), path)
 }
 
 impl FileLock {
@@ -92,12 +86,10 @@ impl FileLock {
     /// Whether some process holds the lock right now (takes and drops it when free).
     pub fn is_held(path: &Path) -> bool {
         // Opened without create: checking never writes (a dry run must leave no trace).
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-        {
+        match crate::platform::open_no_follow(
+            std::fs::OpenOptions::new().read(true).write(true),
+            path,
+        ) {
             Ok(f) => match f.try_lock() {
                 Ok(()) => {
                     let _ = f.unlock();

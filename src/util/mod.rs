@@ -9,7 +9,6 @@ pub mod lines;
 pub mod lock;
 pub mod par;
 pub mod paths;
-pub mod process;
 pub mod term;
 #[cfg(test)]
 pub mod testing;

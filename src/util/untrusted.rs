@@ -5,18 +5,14 @@
 //! one is an error that names it, never a read of unbounded size.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// `path` opened for reading, refused (with the reason in the error) unless it is a regular file
 /// reached without a symbolic link in its last component. A missing file is `NotFound`.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => std::io::Error::other(format!(
+    let f = crate::platform::open_no_follow(std::fs::OpenOptions::new().read(true), path).map_err(
+        |e| match crate::platform::is_link_refused(&e) {
+            true => std::io::Error::other(format!(
                 "{} is a symbolic link; almanac does not follow it (replace it with a regular file)",
                 path.display()
             )),
@@ -55,7 +51,7 @@ pub fn read_optional(path: &Path, cap: u64) -> std::io::Result<Option<Vec<u8>>> 
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

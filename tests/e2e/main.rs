@@ -1,5 +1,7 @@
 //! End-to-end tests: each builds a user home with transcripts and repos, runs the real `almanac` binary,
-//! and checks what a user would check.
+//! and checks what a user would check. They run on Unix (CI runs them on Linux); Windows builds are
+//! checked by the smoke suite under wine (`scripts/windows_smoke.py`).
+#![cfg(unix)]
 
 mod agent_env;
 mod agent_process;

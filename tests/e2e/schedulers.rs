@@ -4,8 +4,10 @@
 
 use crate::automation::{sched, Sched};
 use crate::common::*;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
 
 const SESSION: &str = "5e551011-aaaa-4bbb-8ccc-0000000000f1";
 
@@ -33,7 +35,8 @@ fn claude_lines(cwd: &Path, n: usize) -> String {
 }
 
 /// A fake capture agent that needs no environment (a scheduler gives it none of the test's).
-fn fake_agent(s: &Sched, sleep_secs: u32) -> PathBuf {
+#[cfg(target_os = "linux")]
+fn fake_agent(s: &Sched, sleep_secs: u32) -> std::path::PathBuf {
     let agent = s.w.root().join("fake-agent");
     let calls = s.w.root().join("agent-calls.log");
     std::fs::write(
@@ -48,6 +51,7 @@ fn fake_agent(s: &Sched, sleep_secs: u32) -> PathBuf {
     agent
 }
 
+#[cfg(target_os = "linux")]
 fn agent_config(agent: &Path) -> String {
     format!(
         "[capture]\nagent = \"fake\"\ntimeout = \"1m\"\n\n[capture.agents.fake]\ncommand = [\"{}\", \"{{prompt_file}}\", \"{{session_id}}\", \"{{run_id}}\"]\n",
@@ -76,6 +80,7 @@ fn exec_start(unit: &str) -> Vec<String> {
 }
 
 /// Every process whose parent chain leads to `root` (read from /proc), root excluded.
+#[cfg(target_os = "linux")]
 fn descendants(root: u32) -> Vec<i32> {
     let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
         .unwrap()
@@ -102,6 +107,7 @@ fn descendants(root: u32) -> Vec<i32> {
 /// Runs a unit's ExecStart as systemd does: the main process in a session of its own under a stand-in
 /// for the unit's cgroup (a child subreaper, so everything the sweep leaves behind stays below it); when
 /// the main process exits, everything left is killed unless `KillMode=process`. Returns the main exit code.
+#[cfg(target_os = "linux")]
 fn run_like_systemd(argv: &[String], env: &[(String, String)], kill_mode: &str, dir: &Path) -> i32 {
     use std::os::unix::process::CommandExt;
     let status = dir.join("main-exit");
@@ -156,6 +162,7 @@ fn run_like_systemd(argv: &[String], env: &[(String, String)], kill_mode: &str, 
 }
 
 #[test]
+#[cfg(target_os = "linux")] // systemd, and a subreaper standing in for its cgroup
 fn the_systemd_service_leaves_the_capture_worker_running_to_done() {
     let s = sched();
     let repo = s.w.repo("work/app");

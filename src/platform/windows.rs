@@ -19,7 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use windows_sys::Win32::Foundation::{
-    CloseHandle, GetLastError, ERROR_ACCESS_DENIED, HANDLE, INVALID_HANDLE_VALUE,
+    CloseHandle, GetLastError, SetHandleInformation, ERROR_ACCESS_DENIED, HANDLE,
+    HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_DIRECTORY,
@@ -27,7 +28,7 @@ use windows_sys::Win32::Storage::FileSystem::{
 };
 use windows_sys::Win32::System::Console::{
     GetStdHandle, SetConsoleCtrlHandler, SetStdHandle, CTRL_BREAK_EVENT, CTRL_C_EVENT,
-    STD_ERROR_HANDLE, STD_OUTPUT_HANDLE,
+    STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE,
 };
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
     CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
@@ -278,7 +279,21 @@ pub fn stop_group(pgid: u32, _how: Stop) {
 
 /// Starts the repo's worker detached: no console, a process group of its own, and out of the
 /// scheduler's Job when that Job allows it (else inside it: it still outlives the sweep).
+///
+/// `CreateProcess` hands a child every inheritable handle of its parent, whatever its own stdio: the
+/// sweep's stdout pipe would stay open in the worker, and whoever reads the sweep's output (a script,
+/// `capture sweep --json | …`) would wait for the whole capture. So the sweep's own standard handles
+/// stop being inheritable first (children given `Stdio::inherit` still get duplicates of them).
 pub fn spawn_detached(cmd: &mut Command) -> std::io::Result<Child> {
+    for which in [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE] {
+        // SAFETY: GetStdHandle reads the process's table; a null or invalid handle is skipped.
+        unsafe {
+            let h = GetStdHandle(which);
+            if !h.is_null() && h != INVALID_HANDLE_VALUE {
+                SetHandleInformation(h, HANDLE_FLAG_INHERIT, 0);
+            }
+        }
+    }
     let flags = DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP;
     match cmd
         .creation_flags(flags | CREATE_BREAKAWAY_FROM_JOB)

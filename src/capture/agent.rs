@@ -97,6 +97,16 @@ pub fn resolve_program(program: &str) -> Option<PathBuf> {
     resolve_program_in(program, std::env::var_os("PATH"))
 }
 
+/// Finds `program` where the agent `def` would be started from: on its profile's own PATH when it sets
+/// one (`env = { PATH = … }`), else on almanac's.
+pub fn resolve_agent_program(def: &AgentDef, program: &str) -> Option<PathBuf> {
+    let path = match def.env.iter().rev().find(|(k, _)| k == "PATH") {
+        Some((_, p)) => Some(p.into()),
+        None => std::env::var_os("PATH"),
+    };
+    resolve_program_in(program, path)
+}
+
 /// Finds `program` on the search path `paths` (the agent's own PATH when its profile sets one).
 fn resolve_program_in(program: &str, paths: Option<std::ffi::OsString>) -> Option<PathBuf> {
     if crate::platform::names_a_path(program) {
@@ -403,11 +413,7 @@ fn spawn(
 ) -> Result<(Child, AgentGroup), String> {
     // The agent's environment: the worker's (inherited from the sweep) plus the profile's `env`; its
     // PATH, when the profile sets one, is also where the program is looked up.
-    let path = match def.env.iter().rev().find(|(k, _)| k == "PATH") {
-        Some((_, p)) => Some(p.into()),
-        None => std::env::var_os("PATH"),
-    };
-    let Some(program) = resolve_program_in(&argv[0], path) else {
+    let Some(program) = resolve_agent_program(def, &argv[0]) else {
         return Err(format!(
             "agent \"{}\": program \"{}\" not found on PATH; install it or set [capture.agents.{}] command in config.toml",
             def.name, argv[0], def.name

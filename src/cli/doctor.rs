@@ -381,7 +381,7 @@ fn agent_check(config: &Config) -> Check {
             Some("set [capture] agent in config.toml".into()),
         );
     };
-    let Some(p) = crate::capture::agent::resolve_program(&def.command[0]) else {
+    let Some(p) = crate::capture::agent::resolve_agent_program(def, &def.command[0]) else {
         return check(
             Status::Fail,
             "agent",

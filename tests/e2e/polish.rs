@@ -441,3 +441,36 @@ fn outputs_naming_writes_outside_the_wiki_match_their_schemas() {
     let errors = schema_errors("capture-status.schema.json", &status);
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
+
+#[test]
+fn doctor_finds_the_agent_on_its_profiles_own_path_as_the_worker_does() {
+    let l = live_world(1);
+    let dir = l.w.root().join("agent-only-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(l.fake.join("fake-agent"), dir.join("my-agent")).unwrap();
+    std::fs::write(
+        l.w.almanac_home().join("config.toml"),
+        format!(
+            "[capture]\nagent = \"mine\"\n[capture.agents.mine]\ncommand = [\"my-agent\", \"{{prompt_file}}\"]\nenv = {{ PATH = \"{}\" }}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let out = l.w.almanac().args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agent = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "agent")
+        .cloned()
+        .unwrap();
+    assert_eq!(agent["status"], "ok", "{agent}");
+    assert!(
+        agent["detail"]
+            .as_str()
+            .unwrap()
+            .contains(dir.join("my-agent").to_str().unwrap()),
+        "{agent}"
+    );
+}

@@ -74,16 +74,18 @@ CODEX_SESSION = "01a22824-67fc-72a0-8696-7ffb0d4410c0"
 VERBATIM = ("\\\\?\\", "\\??\\")
 MINGW = "x86_64-w64-mingw32-gcc"
 INHERITED = "inherited-through-the-worker"
-# Arguments the agent must get back byte for byte. On Windows the agent is an npm-style `.cmd` shim found
-# through PATHEXT in a directory whose name cmd.exe would otherwise act on, so each argument passes
-# through cmd.exe's parsing and the shim's `%*` before the C runtime splits the command line.
-# Not `%`: Rust's standard library escapes it for cmd.exe as `%%cd:~,%`, which wine's cmd.exe reads as
-# Windows does (`wine cmd /c echo "100%%cd:~,%"` prints `"100%"`), but wine's cmd.exe expands variables
-# again in what a batch file's `%*` stands for (Windows does not), so "100%" "%PATH%" reach the agent as
-# one argument "100PATH" under wine only (docs/platforms.md).
-HOSTILE_ARGS = ["two words", 'say "hi"', "a^b", "x&y", "a|b", "<in>", "!x!", "trailing\\", ""]
-SHIM_DIR = "npm & co ^bin"
-SHIM = b'@ECHO off\r\nGOTO start\r\n:start\r\nSETLOCAL\r\n"%~dp0\\fake-agent.exe" %*\r\n'
+# Arguments the agent must get back byte for byte. On Windows the agent is installed as npm installs
+# one: a `.cmd` shim (npm's cmd-shim text) with node.exe beside it, found through PATHEXT in a directory
+# whose name cmd.exe would act on. almanac runs the shim's script with that node.exe (here the fake
+# agent) instead of the shim through cmd.exe, which would reparse `%`, `^`, `&` in the arguments.
+HOSTILE_ARGS = ["two words", 'say "hi"', "100%", "%PATH%", "a^b", "x&y", "a|b", "<in>", "!x!",
+                "trailing\\", ""]
+SHIM_DIR = "npm & co 100% ^bin"
+SHIM_SCRIPT = "node_modules\\fake-agent\\cli.js"
+SHIM = ("@ECHO off\r\nGOTO start\r\n:find_dp0\r\nSET dp0=%~dp0\r\nEXIT /b\r\n:start\r\nSETLOCAL\r\n"
+        "CALL :find_dp0\r\n\r\nIF EXIST \"%dp0%\\node.exe\" (\r\n  SET \"_prog=%dp0%\\node.exe\"\r\n) ELSE (\r\n"
+        "  SET \"_prog=node\"\r\n  SET PATHEXT=%PATHEXT:;.JS;=;%\r\n)\r\n\r\nendLocal & goto #_undefined_# 2>NUL || "
+        f"title %COMSPEC% & \"%_prog%\"  \"%dp0%\\{SHIM_SCRIPT}\" %*\r\n").encode()
 AGED = 3 * 3600  # transcripts are made this much older than now: past any quiet window
 AGENT_SLEEP_MS = 2500  # how long the fake agent takes in the live sweep's runs
 
@@ -387,8 +389,12 @@ class World:
         if self.side == "windows":
             shim_dir = self.agent_bin / SHIM_DIR
             shim_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(agent, shim_dir / "fake-agent.exe")
+            shutil.copy2(agent, shim_dir / "node.exe")
             (shim_dir / "fake-shim.cmd").write_bytes(SHIM)
+            script = shim_dir / "node_modules" / "fake-agent" / "cli.js"
+            script.parent.mkdir(parents=True, exist_ok=True)
+            script.write_text("// never run: node.exe here is the fake agent\n")
+            self.shim_script = self.p(script)
             # A bare name: almanac looks it up on the profile's PATH with PATHEXT, as `claude` is.
             program = "fake-shim"
             path_env = f", PATH = {toml_str(self.p(shim_dir) + ';C:' + chr(92) + 'windows' + chr(92) + 'system32;C:' + chr(92) + 'windows')}"
@@ -983,6 +989,10 @@ class Smoke:
             if c.get("inherited") != INHERITED:
                 problems.append(f"{run_id}: FAKE_AGENT_INHERITED (set for the sweep) reached the agent as "
                                 f"{c.get('inherited')!r}")
+            want_script = getattr(w, "shim_script", None)
+            if c.get("script") != want_script:
+                problems.append(f"{run_id}: started with script {c.get('script')!r}, expected {want_script!r} "
+                                "(the npm shim's script run by the node.exe beside it)")
             if argv[4:] != HOSTILE_ARGS:
                 problems.append(f"{run_id}: the agent got {argv[4:]!r} after its first three arguments, "
                                 f"expected {HOSTILE_ARGS!r}")
@@ -1002,7 +1012,7 @@ class Smoke:
         problems = self.agent_checks(self.win, started)
         if problems:
             raise Fail("\n".join(problems) + "\n" + self.files_report(self.win))
-        how = "through the .cmd shim found with PATHEXT, " if self.win.side == "windows" else ""
+        how = "as the script of an npm .cmd shim found with PATHEXT, " if self.win.side == "windows" else ""
         return (f"the fake agent ran once per run in the repo {how}with every argument intact, prompt on stdin, "
                 "wrote .almanac/pages/notes.md")
 

@@ -54,6 +54,14 @@ int main(int argc, char **argv) {
 #ifdef _WIN32
     _setmode(_fileno(stdin), _O_BINARY);
 #endif
+    /* Started as node would be by an npm shim (`node.exe <script> args...`): the script is not ours. */
+    const char *script = NULL;
+    if (argc > 1 && strlen(argv[1]) > 3 && strcmp(argv[1] + strlen(argv[1]) - 3, ".js") == 0) {
+        script = argv[1];
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     size_t cap = 1 << 16, len = 0, n;
     char *in = malloc(cap);
     while ((n = fread(in + len, 1, cap - len, stdin)) > 0) {
@@ -85,7 +93,10 @@ int main(int argc, char **argv) {
                 if (i) fputc(',', f);
                 json_str(f, argv[i], strlen(argv[i]));
             }
-            fputs("],\"cwd\":", f);
+            fputs("],\"script\":", f);
+            if (script) json_str(f, script, strlen(script));
+            else fputs("null", f);
+            fputs(",\"cwd\":", f);
             json_str(f, cwd, strlen(cwd));
             fprintf(f, ",\"stdinBytes\":%lu,\"stdinFirstLine\":", (unsigned long)len);
             json_str(f, in, first);

@@ -430,13 +430,17 @@ fn spawn(
             program.display()
         ));
     }
+    let (program, lead) = crate::platform::unwrap_shim(&program, || {
+        resolve_agent_program(def, "node").map(|n| repo.join(n))
+    });
+    let args: Vec<String> = lead.into_iter().chain(argv[1..].iter().cloned()).collect();
     let outputs = match shared.map(|w| w.try_clone().map(|w2| (w, w2))) {
         Some(Ok((w, w2))) => Some((Stdio::from(w), Stdio::from(w2))),
         Some(Err(e)) => return Err(format!("cannot make a pipe for the agent's output: {e}")),
         None => None,
     };
     let prompt_on_stdin = def.stdin == AgentStdin::Prompt;
-    crate::platform::spawn_held(&program, &argv[1..], prompt_on_stdin, |cmd| {
+    crate::platform::spawn_held(&program, &args, prompt_on_stdin, |cmd| {
         cmd.envs(def.env.iter().map(|(k, v)| (k, v)))
             .current_dir(repo);
         match outputs {

@@ -73,10 +73,55 @@ pub fn program_candidates(
     out
 }
 
+/// The script an npm `.cmd` shim runs with node, relative to the shim's directory (`node_modules\…\cli.js`),
+/// read from the shim's text; None when it is not npm's shim. npm's shims (cmd-shim) end in a line
+/// `… "%_prog%"  "%dp0%\<script>" %*` (older: `"%~dp0\node.exe"  "%~dp0\<script>" %*`).
+///
+/// Running the script with node directly, instead of the shim through `cmd.exe`, keeps every argument as
+/// it is: `cmd.exe` and a batch file's `%*` reparse arguments (`%`, `^`, `&`), which no quoting makes safe
+/// in every case.
+pub fn npm_shim_script(shim: &str) -> Option<String> {
+    let line = shim.lines().rev().find(|l| l.trim_end().ends_with("%*"))?;
+    for prefix in ["\"%dp0%\\", "\"%~dp0\\"] {
+        // The script is the last quoted argument that starts at the shim's directory.
+        if let Some(at) = line.rfind(prefix) {
+            let rest = &line[at + prefix.len()..];
+            let script = &rest[..rest.find('"')?];
+            if script.eq_ignore_ascii_case("node.exe") || script.is_empty() || script.contains('%')
+            {
+                return None;
+            }
+            return Some(script.to_string());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
+
+    /// What npm 10's cmd-shim writes for `@anthropic-ai/claude-code` (line endings CRLF).
+    const NPM_SHIM: &str = "@ECHO off\r\nGOTO start\r\n:find_dp0\r\nSET dp0=%~dp0\r\nEXIT /b\r\n:start\r\nSETLOCAL\r\nCALL :find_dp0\r\n\r\nIF EXIST \"%dp0%\\node.exe\" (\r\n  SET \"_prog=%dp0%\\node.exe\"\r\n) ELSE (\r\n  SET \"_prog=node\"\r\n  SET PATHEXT=%PATHEXT:;.JS;=;%\r\n)\r\n\r\nendLocal & goto #_undefined_# 2>NUL || title %COMSPEC% & \"%_prog%\"  \"%dp0%\\node_modules\\@anthropic-ai\\claude-code\\cli.js\" %*\r\n";
+
+    #[test]
+    fn an_npm_shim_names_the_script_node_runs() {
+        assert_eq!(
+            npm_shim_script(NPM_SHIM).as_deref(),
+            Some("node_modules\\@anthropic-ai\\claude-code\\cli.js")
+        );
+        // The older form, node beside the shim named on the line itself.
+        let old = "@IF EXIST \"%~dp0\\node.exe\" (\r\n  \"%~dp0\\node.exe\"  \"%~dp0\\..\\codex\\bin\\codex.js\" %*\r\n) ELSE (\r\n  node  \"%~dp0\\..\\codex\\bin\\codex.js\" %*\r\n)\r\n";
+        assert_eq!(
+            npm_shim_script(old).as_deref(),
+            Some("..\\codex\\bin\\codex.js")
+        );
+        // Anything else is run as it is, through cmd.exe.
+        assert_eq!(npm_shim_script("@echo off\r\nmy-tool.exe %*\r\n"), None);
+        assert_eq!(npm_shim_script("@\"%~dp0\\node.exe\" %*\r\n"), None);
+        assert_eq!(npm_shim_script(""), None);
+    }
 
     #[test]
     fn a_name_without_an_extension_is_tried_with_each_pathext_extension_first() {

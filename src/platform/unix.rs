@@ -305,6 +305,15 @@ pub fn pathext() -> Option<String> {
     None
 }
 
+/// The program to start for `program`, and arguments to put before the agent's: `program` itself here
+/// (Windows runs npm's `.cmd` shims' scripts with node directly).
+pub fn unwrap_shim(
+    program: &Path,
+    _find_node: impl FnOnce() -> Option<std::path::PathBuf>,
+) -> (std::path::PathBuf, Vec<String>) {
+    (program.to_path_buf(), Vec::new())
+}
+
 /// Whether spawning failed because the arguments were too long for the OS.
 pub fn is_args_too_long(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::E2BIG)

@@ -421,6 +421,41 @@ pub fn pathext() -> Option<String> {
     Some(std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into()))
 }
 
+/// The program to start for `program`, and arguments to put before the agent's. An npm `.cmd` shim
+/// (`claude.cmd`, `codex.cmd`) is unwrapped: its script is run with the `node.exe` beside it, else the
+/// one `find_node` finds, so no argument passes through `cmd.exe` (`super::npm_shim_script`). Any other
+/// program, or a shim whose node is not found, is started as it is.
+pub fn unwrap_shim(
+    program: &Path,
+    find_node: impl FnOnce() -> Option<std::path::PathBuf>,
+) -> (std::path::PathBuf, Vec<String>) {
+    let as_is = (program.to_path_buf(), Vec::new());
+    let is_cmd = program
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("cmd"));
+    let Some(dir) = program.parent().filter(|_| is_cmd) else {
+        return as_is;
+    };
+    let Ok(text) = std::fs::File::open(program).and_then(|f| {
+        let mut s = String::new();
+        f.take(64 * 1024).read_to_string(&mut s).map(|_| s)
+    }) else {
+        return as_is;
+    };
+    let Some(script) = super::npm_shim_script(&text) else {
+        return as_is;
+    };
+    let beside = dir.join("node.exe");
+    let node = match beside.is_file() {
+        true => Some(beside),
+        false => find_node(),
+    };
+    match node {
+        Some(node) => (node, vec![dir.join(script).display().to_string()]),
+        None => as_is,
+    }
+}
+
 pub fn is_args_too_long(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(TOO_LONG)
 }

@@ -33,6 +33,23 @@ pub(super) struct Builder<'a> {
 /// At most this many queued prompts are remembered.
 const MAX_QUEUED: usize = 64;
 
+/// Appends to a queue kept at `MAX_QUEUED`, dropping the oldest.
+fn push_bounded<T>(v: &mut Vec<T>, x: T) {
+    v.push(x);
+    if v.len() > MAX_QUEUED {
+        v.remove(0);
+    }
+}
+
+/// Where the prompt whose text is `key` is among `held`.
+fn position_of<'h>(
+    held: impl IntoIterator<Item = &'h super::HeldPrompt>,
+    key: &str,
+) -> Option<usize> {
+    held.into_iter()
+        .position(|h| h.text.as_deref() == Some(key))
+}
+
 pub(super) struct Current {
     pub(super) rec: TurnRecord,
     pub(super) assistant: String,
@@ -166,34 +183,19 @@ impl<'a> Builder<'a> {
             }
             // A prompt record: it carries a delivered prompt (counted here, after any delivered
             // before it that no record carried), or one still queued (delivered by it), or a new one.
-            match self
-                .sent
-                .iter()
-                .position(|h| h.text.as_deref() == Some(key))
-            {
+            match position_of(&self.sent, key) {
                 Some(i) => {
                     self.sent.remove(i);
                 }
                 // Carried before the queue said so: it leaves the queue (no later record pops it).
-                None => {
-                    if let Some(i) = self
-                        .held
-                        .iter()
-                        .position(|h| h.text.as_deref() == Some(key))
-                    {
-                        self.held.remove(i);
-                    }
-                }
+                None => self.unhold(key),
             }
             self.flush_sent();
             self.start(line, ts, Some(text));
             return;
         }
         if queued {
-            self.queued.push(key.to_string());
-            if self.queued.len() > MAX_QUEUED {
-                self.queued.remove(0);
-            }
+            push_bounded(&mut self.queued, key.to_string());
         } else if let Some(i) = self.queued.iter().position(|q| q == key) {
             // The queue delivers a prompt it wrote before: the same prompt. Still unanswered, its turn
             // moves to this record.
@@ -254,28 +256,22 @@ impl<'a> Builder<'a> {
         };
         if now {
             self.flush_sent();
-            self.queued.push(text.clone());
-            if self.queued.len() > MAX_QUEUED {
-                self.queued.remove(0);
-            }
+            push_bounded(&mut self.queued, text.clone());
             self.start(h.line, h.ts, Some(text));
             return;
         }
         h.sent = true;
-        self.sent.push(h);
-        if self.sent.len() > MAX_QUEUED {
-            self.sent.remove(0);
-        }
+        push_bounded(&mut self.sent, h);
     }
 
     /// A prompt record `ignore` drops carries `text`: a held prompt with that text leaves the queue.
     pub(super) fn carried(&mut self, text: &str) {
-        let key = cut_str(text, self.opts.user_max).0;
-        if let Some(i) = self
-            .held
-            .iter()
-            .position(|h| h.text.as_deref() == Some(key))
-        {
+        self.unhold(cut_str(text, self.opts.user_max).0);
+    }
+
+    /// The held prompt whose text is `key` (cut as compared) leaves the queue.
+    fn unhold(&mut self, key: &str) {
+        if let Some(i) = position_of(&self.held, key) {
             self.held.remove(i);
         }
     }

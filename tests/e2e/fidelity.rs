@@ -6,23 +6,10 @@
 
 use crate::common::*;
 use crate::live::{claude_line, live_world};
-use std::path::Path;
 
 /// `capture turns --json` of a corpus file read with `app`'s rules: (line, text) of each prompt.
 fn prompts(app: &str, rel: &str) -> Vec<(u64, String)> {
-    let w = World::new();
-    let path = Path::new(FIXTURES).join("corpus").join(rel);
-    let v = json_ok(
-        w.almanac()
-            .args(["capture", "turns", "--json", "--app", app])
-            .arg(&path),
-    );
-    v["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| Some((r["line"].as_u64()?, r["user"].as_str()?.to_string())))
-        .collect()
+    crate::prompts::prompts(&crate::prompts::turns_of(app, &format!("corpus/{rel}")))
 }
 
 fn lines(p: &[(u64, String)]) -> Vec<u64> {

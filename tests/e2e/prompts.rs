@@ -13,7 +13,7 @@ const CODEX_DESKTOP: &str = "synthetic/codex/sessions/2026/02/20/rollout-2026-02
 const CODEX_EXEC: &str = "real/codex/sessions/2026/11/29/rollout-2026-11-29T16-30-04-01a22824-67fc-72a0-8696-7ffb0d4410c0.jsonl";
 
 /// `capture turns --app APP --json` on a fixture read where it lies (outside any store).
-fn turns_of(app: &str, rel: &str) -> serde_json::Value {
+pub fn turns_of(app: &str, rel: &str) -> serde_json::Value {
     let w = World::new();
     json_ok(
         w.almanac()
@@ -23,7 +23,7 @@ fn turns_of(app: &str, rel: &str) -> serde_json::Value {
 }
 
 /// (line, prompt) of each turn that has a prompt.
-fn prompts(v: &serde_json::Value) -> Vec<(u64, String)> {
+pub fn prompts(v: &serde_json::Value) -> Vec<(u64, String)> {
     v["records"]
         .as_array()
         .unwrap()

@@ -125,7 +125,7 @@ fn scheduler_drifts(config: &Config, i: &Installed, every: Duration) -> Vec<Drif
     let name = i.scheduler.name();
     match &i.program {
         Some(p) => {
-            if !is_executable(p) {
+            if !crate::platform::is_executable(std::path::Path::new(p)) {
                 out.push(drift(DriftCode::ProgramMissing, format!("{name} runs {p}, which does not exist or is not executable; reinstall almanac or run `almanac automation install --program PATH`")));
             } else if config.program.as_deref().is_some_and(|c| c != p) {
                 out.push(drift(
@@ -161,10 +161,6 @@ fn scheduler_drifts(config: &Config, i: &Installed, every: Duration) -> Vec<Drif
         ));
     }
     out
-}
-
-fn is_executable(p: &str) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| crate::platform::is_executable(&m))
 }
 
 #[cfg(test)]

@@ -301,7 +301,7 @@ pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec
             }
         }
     };
-    let executable = std::fs::metadata(&program).is_ok_and(|m| crate::platform::is_executable(&m));
+    let executable = crate::platform::is_executable(&program);
     if !executable {
         let msg = format!(
             "program {} does not exist or is not executable",

@@ -4,7 +4,7 @@
 //! on past it; at the end of every run the group is killed and descendants that left it are reported. The agent's profile says how its own session id is learned: generated and passed as
 //! `{session_id}` (preset), or read from its stdout JSON lines, or both.
 
-use super::agent_io::{self, Pipes};
+use super::agent_io::Pipes;
 use super::logs::BoundedLog;
 use super::run::RunRecord;
 use crate::config::{AgentDef, AgentStdin};
@@ -116,10 +116,7 @@ fn resolve_program_in(program: &str, paths: Option<std::ffi::OsString>) -> Optio
     let pathext = crate::platform::pathext();
     std::env::split_paths(&paths)
         .flat_map(|d| crate::platform::program_candidates(&d, program, pathext.as_deref()))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| crate::platform::is_executable(&m))
-        })
+        .find(|p| crate::platform::is_executable(p))
 }
 
 /// The agent's own session id, as almanac learns it.
@@ -280,9 +277,13 @@ pub fn run(
     let Ok(log_copy) = log.try_clone() else {
         return fail("cannot open the run log".into());
     };
-    agent_io::become_subreaper();
-    agent_io::reap_zombies(None);
-    let before: HashSet<u32> = agent_io::descendants().iter().map(|p| p.pid).collect();
+    // The worker becomes the subreaper of what the agent leaves behind, so that it can be reported.
+    crate::platform::become_subreaper();
+    crate::platform::reap_zombies(None);
+    let before: HashSet<u32> = crate::platform::descendants()
+        .iter()
+        .map(|p| p.pid)
+        .collect();
     // Unless stdout is searched for the session event, stdout and stderr share one pipe: the log keeps
     // their order, as a terminal would show it.
     let shared = match def.session_id.from_stdout {
@@ -376,8 +377,8 @@ pub fn run(
 /// left the group (setsid, setpgid), so almanac neither waited for it nor stopped it.
 fn report_escaped(log: &File, agent: u32, before: &HashSet<u32>, held_open: bool) {
     let mut w = log;
-    agent_io::reap_zombies(Some(agent));
-    for p in agent_io::descendants() {
+    crate::platform::reap_zombies(Some(agent));
+    for p in crate::platform::descendants() {
         if before.contains(&p.pid) || p.pid == agent || p.state == 'Z' {
             continue;
         }

@@ -1,8 +1,7 @@
 //! The agent's pipes: the prompt written to its stdin, its stdout and stderr copied into the bounded run
 //! log (and stdout searched for the session event, one bounded line at a time). Every thread here stops
 //! when told, whoever still holds the other end of a pipe (a child that left the agent's process group),
-//! so the end of a run never waits on one. And the agent's descendants that left its group, found after
-//! the run because the worker is their subreaper.
+//! so the end of a run never waits on one.
 
 use super::logs::BoundedLog;
 use crate::config::StdoutEvent;
@@ -137,5 +136,3 @@ impl Pipes {
         ended < self.readers
     }
 }
-
-pub use crate::platform::{become_subreaper, descendants, reap_zombies};

@@ -42,11 +42,6 @@ fn dir_id(dir: &Path) -> Option<FileId> {
         .map(|m| crate::platform::file_id(dir, &m))
 }
 
-/// A directory opened without following a link (a `runs/` that became a link is not ours to hold).
-fn open_dir(dir: &Path) -> Option<std::fs::File> {
-    crate::platform::open_dir_no_follow(dir)
-}
-
 const SAVE_EVERY: Duration = Duration::from_secs(2);
 
 fn stamp(repo: &Path) -> std::io::Result<Option<(FileId, u64, i128)>> {
@@ -102,7 +97,8 @@ impl Held {
         }
         // Opened again only when it changed: a run's look at the store costs one stat.
         if now != self.runs_id || self.runs_fd.is_none() {
-            self.runs_fd = open_dir(&ledger::runs_dir(repo));
+            // Never through a link: a `runs/` that became a link is not ours to hold.
+            self.runs_fd = crate::platform::open_dir_no_follow(&ledger::runs_dir(repo));
         }
         self.runs_id = now;
     }

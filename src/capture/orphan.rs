@@ -8,8 +8,8 @@
 //! (`agentProcess`) gets SIGTERM, then, 5 s later, SIGKILL, and only when it is the same process: the
 //! leader's start time must match the one recorded. A leader that is gone while its group still has
 //! members is ours too (a pid is not reused while it names a process group). Where the start time cannot
-//! be read (neither `/proc` nor `proc_pidinfo`), a group that still exists is waited for instead: the run stays pending and a
-//! later sweep looks again.
+//! be read (neither `/proc` nor `proc_pidinfo`), a group that still exists is waited for instead: the run
+//! stays pending and a later sweep looks again.
 
 use crate::ledger::record::{AgentProcess, RunRecord};
 use crate::platform::{group_exists, has_start_times, running, start_time, stop_group, Stop};

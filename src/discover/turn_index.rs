@@ -180,14 +180,7 @@ impl TurnIndex {
 
     fn read_line(&self, at: u64, len: u32) -> Option<Vec<u8>> {
         let mut buf = vec![0; len as usize];
-        let f = self.file.as_ref()?;
-        let mut done = 0;
-        while done < buf.len() {
-            match crate::platform::read_at(f, &mut buf[done..], at + done as u64).ok()? {
-                0 => return None,
-                n => done += n,
-            }
-        }
+        crate::platform::read_exact_at(self.file.as_ref()?, &mut buf, at).ok()?;
         Some(buf)
     }
 

@@ -106,7 +106,8 @@ pub struct RunRecord {
 pub struct AgentProcess {
     /// The agent's process group (it leads it: the same number as its pid).
     pub pgid: u32,
-    /// Clock ticks after boot when it started (`platform::start_time`: Linux, `/proc/<pid>/stat` field 22; macOS, µs since the epoch; Windows, 100 ns since 1601); None where it cannot be read.
+    /// When it started, as `platform::start_time` reads it (Linux: clock ticks after boot; macOS: µs
+    /// since the epoch; Windows: 100 ns since 1601); None where it cannot be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<u64>,
 }

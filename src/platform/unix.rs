@@ -23,11 +23,6 @@ pub fn file_id(_path: &Path, meta: &Metadata) -> FileId {
     (meta.dev(), meta.ino())
 }
 
-/// The identity of an open file.
-pub fn open_file_id(f: &File) -> Option<FileId> {
-    f.metadata().ok().map(|m| (m.dev(), m.ino()))
-}
-
 /// Opens `path` with `opts`, refusing a symbolic link in its last component (`is_link_refused`) and
 /// never blocking on a FIFO.
 pub fn open_no_follow(opts: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
@@ -96,9 +91,9 @@ pub fn single_link(f: &File) -> bool {
     f.metadata().is_ok_and(|m| m.nlink() == 1)
 }
 
-/// Whether a file's mode lets someone execute it.
-pub fn is_executable(meta: &Metadata) -> bool {
-    meta.is_file() && meta.permissions().mode() & 0o111 != 0
+/// Whether `path` (links followed) is a file whose mode lets someone execute it.
+pub fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Whether this process may execute `path` (`access(2)` with `X_OK`).
@@ -116,9 +111,9 @@ pub fn can_execute(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Reads at `offset` without moving the file's position.
-pub fn read_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(f, buf, offset)
+/// Fills `buf` from `offset` without moving the file's position (`UnexpectedEof` past the end).
+pub fn read_exact_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(f, buf, offset)
 }
 
 /// Points this process's stdout and stderr at `f` (the worker's log).

@@ -93,7 +93,7 @@ pub fn file_id(path: &Path, _meta: &Metadata) -> FileId {
 }
 
 /// The identity of an open file.
-pub fn open_file_id(f: &File) -> Option<FileId> {
+fn open_file_id(f: &File) -> Option<FileId> {
     handle_info(f.as_raw_handle() as HANDLE).map(|i| id_of(&i))
 }
 
@@ -163,8 +163,8 @@ pub fn single_link(f: &File) -> bool {
 }
 
 /// Any file may be started here; what runs it is its extension's business (`program_candidates`).
-pub fn is_executable(meta: &Metadata) -> bool {
-    meta.is_file()
+pub fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 pub fn can_execute(path: &Path) -> std::io::Result<()> {
@@ -174,9 +174,21 @@ pub fn can_execute(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Reads at `offset` (the file's position moves; callers never rely on it).
-pub fn read_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    std::os::windows::fs::FileExt::seek_read(f, buf, offset)
+/// Fills `buf` from `offset` (`UnexpectedEof` past the end). The file's position moves; callers never
+/// rely on it.
+pub fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(f, buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Points this process's stdout and stderr at `f` (the worker's log). The handles are leaked on
@@ -253,11 +265,14 @@ pub fn has_start_times() -> bool {
 /// When `pid` was created, in 100 ns intervals since 1601 (`GetProcessTimes`).
 pub fn start_time(pid: u32) -> Option<u64> {
     let h = ProcessHandle::open(pid, PROCESS_QUERY_LIMITED_INFORMATION).ok()?;
-    // SAFETY: FILETIMEs are plain data; the call writes them only.
-    let mut t = unsafe { std::mem::zeroed::<[windows_sys::Win32::Foundation::FILETIME; 4]>() };
-    let [c, e, k, u] = &mut t;
-    (unsafe { GetProcessTimes(h.0, c, e, k, u) } != 0)
-        .then(|| ((t[0].dwHighDateTime as u64) << 32) | t[0].dwLowDateTime as u64)
+    let zero = windows_sys::Win32::Foundation::FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: the call writes the four FILETIMEs only.
+    let ok = unsafe { GetProcessTimes(h.0, &mut created, &mut exited, &mut kernel, &mut user) };
+    (ok != 0).then_some(((created.dwHighDateTime as u64) << 32) | created.dwLowDateTime as u64)
 }
 
 /// Whether the agent a record names still runs. Its Job dies with the worker that made it, so the

@@ -8,6 +8,7 @@ mod held;
 pub mod logs;
 pub mod orphan;
 pub mod prompt;
+mod readable;
 pub mod slots;
 mod trust;
 pub mod verify;
@@ -50,6 +51,8 @@ pub struct RunSpec<'a> {
     pub manual: Option<Manual>,
     /// Where the transcript came from (a fork, copied lines), for the prompt.
     pub context: Option<&'a str>,
+    /// The rule set of a view (`discover::views`): the run gets the conversation as readable text.
+    pub view_rule: Option<&'a crate::rules::RuleSet>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -99,8 +102,22 @@ pub fn queue(
         also_changed_during_run: None,
         prompt_sha256: None,
     };
+    let readable = match spec.view_rule {
+        Some(rule) => {
+            let out = crate::ledger::record::transcript_copy_path(&runs, &run_id);
+            readable::write(rule, spec.transcript, &out)?;
+            Some(out)
+        }
+        None => None,
+    };
     let template = prompt::template(almanac_home, spec.repo);
-    let text = prompt::render(&template.text, &record, spec.summary, spec.context);
+    let text = prompt::render(
+        &template.text,
+        &record,
+        spec.summary,
+        spec.context,
+        readable.as_deref(),
+    );
     let mut record = record;
     record.prompt_sha256 = Some(prompt::digest(&text));
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;

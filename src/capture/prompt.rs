@@ -206,6 +206,7 @@ pub fn render(
     run: &RunRecord,
     summary: Option<&crate::turns::PartSummary>,
     context: Option<&str>,
+    readable: Option<&Path>,
 ) -> String {
     let mut p = template.trim_end().to_string();
     p.push_str("\n\n");
@@ -214,36 +215,9 @@ pub fn render(
         "The repository is {}; its wiki is {}/.almanac/.\n",
         run.repo_root, run.repo_root
     ));
-    p.push_str(&format!(
-        "This transcript is from app {}, session {}:\n  {}\n\n",
-        run.app, run.session_id, run.transcript_path
-    ));
-    if run.from_start == Some(true) {
-        p.push_str(&format!(
-            "This capture was asked to start over from line 1 (`almanac capture now --from-start`): capture \
-             lines 1 to {} (bytes 0 to {}) again. Earlier lines may already be in the wiki: update and correct \
-             those pages rather than duplicating them.\n",
-            run.to_line, run.to_byte
-        ));
-    } else if run.from_line <= 1 {
-        p.push_str(&format!(
-            "Nothing of this session has been captured yet. Capture lines 1 to {} (bytes 0 to {}).\n",
-            run.to_line, run.to_byte
-        ));
-    } else {
-        p.push_str(&format!(
-            "This session was previously captured through line {} and byte {}. Focus on line {} onward \
-             (lines {} to {}, bytes {} to {}). You may inspect earlier lines only for context. Do not \
-             re-document decisions that were already captured unless newer lines amend, invalidate, or add \
-             important nuance to them.\n",
-            run.from_line - 1,
-            run.from_byte,
-            run.from_line,
-            run.from_line,
-            run.to_line,
-            run.from_byte,
-            run.to_byte
-        ));
+    match readable {
+        Some(path) => p.push_str(&messages_range(run, path)),
+        None => p.push_str(&lines_range(run)),
     }
     if let Some(c) = context {
         p.push_str(c);
@@ -280,6 +254,71 @@ pub fn render(
         p.push_str(" (A summary only: read the transcript itself.)\n");
     }
     p.push_str(&format!("\n{MARKER} {}\n", run.run_id));
+    p
+}
+
+/// Where the transcript is and which of its lines to capture.
+fn lines_range(run: &RunRecord) -> String {
+    let mut p = format!(
+        "This transcript is from app {}, session {}:\n  {}\n\n",
+        run.app, run.session_id, run.transcript_path
+    );
+    if run.from_start == Some(true) {
+        p.push_str(&format!(
+            "This capture was asked to start over from line 1 (`almanac capture now --from-start`): capture \
+             lines 1 to {} (bytes 0 to {}) again. Earlier lines may already be in the wiki: update and correct \
+             those pages rather than duplicating them.\n",
+            run.to_line, run.to_byte
+        ));
+    } else if run.from_line <= 1 {
+        p.push_str(&format!(
+            "Nothing of this session has been captured yet. Capture lines 1 to {} (bytes 0 to {}).\n",
+            run.to_line, run.to_byte
+        ));
+    } else {
+        p.push_str(&format!(
+            "This session was previously captured through line {} and byte {}. Focus on line {} onward \
+             (lines {} to {}, bytes {} to {}). You may inspect earlier lines only for context. Do not \
+             re-document decisions that were already captured unless newer lines amend, invalidate, or add \
+             important nuance to them.\n",
+            run.from_line - 1,
+            run.from_byte,
+            run.from_line,
+            run.from_line,
+            run.to_line,
+            run.from_byte,
+            run.to_byte
+        ));
+    }
+    p
+}
+
+/// Where the readable conversation of a view is and which of its messages to capture: message N is
+/// line N + 1 of the view (line 1 is its header).
+fn messages_range(run: &RunRecord, path: &Path) -> String {
+    let first = run.from_line.saturating_sub(1).max(1);
+    let last = run.to_line.saturating_sub(1);
+    let mut p = format!(
+        "This conversation is from app {}, session {}; almanac wrote it out as numbered messages in:\n  {}\n\n",
+        run.app,
+        run.session_id,
+        path.display()
+    );
+    if run.from_start == Some(true) || first <= 1 {
+        let again = if run.from_start == Some(true) {
+            " again; earlier messages may already be in the wiki: update and correct those pages rather than duplicating them"
+        } else {
+            ""
+        };
+        p.push_str(&format!("Capture messages 1 to {last}{again}.\n"));
+    } else {
+        p.push_str(&format!(
+            "This session was previously captured through message {}. Focus on messages {first} to {last}. \
+             You may read earlier messages only for context. Do not re-document decisions that were already \
+             captured unless newer messages amend, invalidate, or add important nuance to them.\n",
+            first - 1
+        ));
+    }
     p
 }
 

@@ -279,6 +279,15 @@ fn init_command(dir: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
     let root = crate::init::repo_root(&start);
     let outcome = crate::init::init(&root)
         .map_err(|e| Failure::Other(format!("cannot create {}/.almanac: {e}", root.display())))?;
+    // Remembered so stores inside projects are looked for here and a hashed project path is placed.
+    if let Ok(cx) = Context::from_env() {
+        if let Err(e) = crate::discover::registry::remember(&cx, [root.as_path()]) {
+            out.line(&format!(
+                "almanac: warning: cannot remember {}: {e}",
+                root.display()
+            ));
+        }
+    }
     if outcome.created.is_empty() {
         out.line(&format!(
             "almanac: {} is already initialised",

@@ -262,6 +262,7 @@ impl Rows<'_> {
             session_id: s.examined.session_id.as_deref(),
             transcript_path: s.file.path.display().to_string(),
             repo_root: s.examined.repo.as_ref().map(|r| r.display().to_string()),
+            project_dir: s.examined.cwd.as_deref(),
             modified: crate::policy::iso(chrono::DateTime::<chrono::Utc>::from(s.file.mtime)),
             size: s.file.size,
             user_turns: s.user_turns,
@@ -307,6 +308,8 @@ struct SessionRow<'a> {
     session_id: Option<&'a str>,
     transcript_path: String,
     repo_root: Option<String>,
+    /// Where the session ran, as its rule set derived it (None when it could not be placed).
+    project_dir: Option<&'a str>,
     modified: String,
     size: u64,
     user_turns: Option<u64>,

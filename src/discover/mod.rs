@@ -5,9 +5,11 @@ pub mod cache;
 mod examined;
 pub mod head;
 pub mod locate;
+pub mod registry;
 pub mod repo;
 pub mod sessions;
 pub mod turn_index;
+pub mod views;
 
 pub use examined::{examine, Examined};
 
@@ -40,6 +42,23 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
             .as_ref()
             .and_then(|name| cx.var(name).map(|v| (name, v)))
             .filter(|(_, v)| !v.trim().is_empty());
+        if spec.known_repos {
+            for repo in registry::known(cx) {
+                let path = match &spec.join {
+                    Some(j) => repo.join(j),
+                    None => repo,
+                };
+                if !out.iter().any(|r| r.path == path) {
+                    out.push(ResolvedRoot {
+                        store: store.name.clone(),
+                        exists: path.is_dir(),
+                        path,
+                        from: "known repos".into(),
+                    });
+                }
+            }
+            continue;
+        }
         let (dirs, from): (Vec<String>, String) = match from_env {
             Some((name, value)) => {
                 let parts = match &spec.split {
@@ -244,8 +263,12 @@ impl<T: WalkItem> Walk<T> {
     pub fn rule_set(&mut self, rule: &RuleSet, cx: &Context, subagents: SubagentFiles) {
         for store in &rule.stores {
             for root in resolve_roots(store, cx) {
-                if root.exists {
-                    self.root(rule, store, &root.path, subagents);
+                if !root.exists {
+                    continue;
+                }
+                match store.kind.view() {
+                    None => self.root(rule, store, &root.path, subagents),
+                    Some(spec) => self.view_root(rule, store, spec, &root.path, cx),
                 }
             }
         }
@@ -270,6 +293,41 @@ impl<T: WalkItem> Walk<T> {
         self.found.files.reserve_exact(more);
         for mut piece in pieces {
             self.found.append(&mut piece);
+        }
+    }
+
+    /// A store read into views: each store file the root holds gives the views of its sessions.
+    fn view_root(
+        &mut self,
+        rule: &RuleSet,
+        store: &Store,
+        spec: &crate::rules::views::ViewSpec,
+        root: &Path,
+        cx: &Context,
+    ) {
+        let at = StoreRoot {
+            store,
+            root,
+            app: std::sync::Arc::from(rule.id.as_str()),
+            subagent_paths: None,
+        };
+        let stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
+        let known = registry::known(cx);
+        for file in stores.files {
+            let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), &known);
+            if let Some((busy, message)) = made.error {
+                views::note_error(views::StoreError {
+                    app: rule.id.clone(),
+                    store: file.path.clone(),
+                    busy,
+                    message,
+                });
+            }
+            for path in made.files {
+                if let Some(found) = views::found(&at.app, path) {
+                    self.found.files.push(T::new(found));
+                }
+            }
         }
     }
 

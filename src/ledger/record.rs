@@ -185,6 +185,11 @@ pub fn prompt_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.prompt.md"))
 }
 
+/// The conversation a run's agent reads when its session is a view (`capture::readable`).
+pub fn transcript_copy_path(runs: &Path, run_id: &str) -> PathBuf {
+    runs.join(format!("{run_id}.transcript.md"))
+}
+
 /// The agent's output (and the worker's notes about the run).
 pub fn log_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.log"))

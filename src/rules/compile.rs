@@ -14,13 +14,13 @@ const DEFAULT_HEAD: HeadLimits = HeadLimits {
     max_bytes: 16 << 20,
 };
 
-struct Ctx<'a> {
-    file: String,
-    diags: &'a mut Vec<Diagnostic>,
+pub(super) struct Ctx<'a> {
+    pub(super) file: String,
+    pub(super) diags: &'a mut Vec<Diagnostic>,
 }
 
 impl Ctx<'_> {
-    fn err(&mut self, field: impl Into<String>, message: impl Into<String>, help: &str) {
+    pub(super) fn err(&mut self, field: impl Into<String>, message: impl Into<String>, help: &str) {
         self.diags.push(Diagnostic {
             file: self.file.clone(),
             field: field.into(),
@@ -29,7 +29,7 @@ impl Ctx<'_> {
         });
     }
 
-    fn path(&mut self, field: &str, text: &str) -> Option<JsonPath> {
+    pub(super) fn path(&mut self, field: &str, text: &str) -> Option<JsonPath> {
         JsonPath::parse(text)
             .map_err(|e| {
                 self.err(
@@ -41,7 +41,7 @@ impl Ctx<'_> {
             .ok()
     }
 
-    fn regex(&mut self, field: &str, text: &str) -> Option<Regex> {
+    pub(super) fn regex(&mut self, field: &str, text: &str) -> Option<Regex> {
         RegexBuilder::new(text)
             .size_limit(1 << 20)
             .build()
@@ -88,19 +88,25 @@ impl Ctx<'_> {
     }
 }
 
-pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<RuleSet> {
+pub fn rule_set(
+    mut raw: RawRuleSet,
+    origin: Origin,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<RuleSet> {
     let before = diags.len();
     let mut cx = Ctx {
         file: origin.to_string(),
         diags,
     };
+    super::compile_views::view_fields(&mut cx, &mut raw);
 
     let mut stores = Vec::new();
     for (i, s) in raw.stores.iter().enumerate() {
         let include = cx.globs(&format!("stores[{i}].include"), &s.include);
         let exclude = cx.globs(&format!("stores[{i}].exclude"), &s.exclude);
+        let kind = super::compile_views::store_kind(&mut cx, i, s);
         for (j, r) in s.roots.iter().enumerate() {
-            if r.env.is_none() && r.default.is_empty() {
+            if r.env.is_none() && r.default.is_empty() && !r.known_repos {
                 cx.err(
                     format!("stores[{i}].roots[{j}]"),
                     "a root needs `env` or `default`",
@@ -108,7 +114,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
                 );
             }
         }
-        if let (Some(include), Some(exclude)) = (include, exclude) {
+        if let (Some(include), Some(exclude), Some(kind)) = (include, exclude, kind) {
             stores.push(Store {
                 name: s.name.clone(),
                 roots: s
@@ -119,6 +125,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
                         split: r.split.clone(),
                         default: r.default.clone(),
                         join: r.join.clone(),
+                        known_repos: r.known_repos,
                     })
                     .collect(),
                 include,
@@ -126,6 +133,7 @@ pub fn rule_set(raw: RawRuleSet, origin: Origin, diags: &mut Vec<Diagnostic>) ->
                 exclude,
                 exclude_patterns: s.exclude.clone(),
                 follow_symlinks: s.follow_symlinks.unwrap_or(true),
+                kind,
             });
         }
     }

@@ -196,6 +196,12 @@ impl TurnText {
 }
 
 impl RuleSet {
+    /// Whether the set's stores are read into views (`discover::views`); a set's stores are all views or
+    /// all jsonl.
+    pub fn reads_views(&self) -> bool {
+        self.stores.first().is_some_and(|s| s.kind.view().is_some())
+    }
+
     /// What the field sources, subagent and exclusion tests and `record_id` read of a record.
     pub(crate) fn head_needs(&self) -> super::needs::Need {
         let mut n = super::needs::Needs::default();
@@ -247,6 +253,8 @@ pub struct Store {
     pub exclude: GlobSet,
     pub exclude_patterns: Vec<String>,
     pub follow_symlinks: bool,
+    /// How its files are read (`format`).
+    pub kind: super::views::StoreKind,
 }
 
 #[derive(Debug, Clone)]
@@ -255,6 +263,8 @@ pub struct RootSpec {
     pub split: Option<String>,
     pub default: Vec<String>,
     pub join: Option<String>,
+    /// The repos almanac knows are the root's directories (then `join`).
+    pub known_repos: bool,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -2,6 +2,7 @@
 //! against the JSON Schemas, compile. Every problem in every file is collected before anything is reported.
 
 mod compile;
+mod compile_views;
 pub mod compiled;
 pub mod doc;
 mod fastpath;
@@ -13,6 +14,7 @@ mod pruned_serde;
 pub mod raw;
 mod scan;
 pub mod stream;
+pub mod views;
 
 pub use compiled::*;
 
@@ -31,6 +33,12 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ("rules/qwen.yaml", include_str!("../../rules/qwen.yaml")),
     ("rules/pi.yaml", include_str!("../../rules/pi.yaml")),
     ("rules/droid.yaml", include_str!("../../rules/droid.yaml")),
+    ("rules/gemini.yaml", include_str!("../../rules/gemini.yaml")),
+    (
+        "rules/opencode.yaml",
+        include_str!("../../rules/opencode.yaml"),
+    ),
+    ("rules/kilo.yaml", include_str!("../../rules/kilo.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -387,7 +395,7 @@ mod tests {
         let cat = load(&[]).expect("built-in rules load");
         assert_eq!(
             cat.ids(),
-            vec!["claude", "codex", "copilot", "qwen", "pi", "droid"]
+            vec!["claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo"]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
         assert_eq!(cat.default_ids(), vec!["claude", "codex"]);
@@ -462,6 +470,81 @@ turns:
       name: "$.tool.name"
 "#;
 
+    /// The keys of stores read into views (a rule set's stores are all views or all jsonl).
+    const VIEW_SINK: &str = r#"
+id: views
+stores:
+  - name: db
+    format: sqlite
+    roots: [ { known_repos: true, join: .app } ]
+    include: ["app.db"]
+    sqlite:
+      sessions: "SELECT id FROM session"
+      messages: "SELECT id, data FROM message WHERE session_id = ?1"
+      json_columns: [data]
+    session: { id: ["$.id"], parent: "$.parent_id", updated: "$.updated", message_id: "$.id" }
+    project: [ { store_dir: 1 } ]
+  - name: docs
+    format: json
+    roots: [ { default: ["~/.app"] } ]
+    include: ["*.json"]
+    document: { messages: "$.history[*]" }
+    session: { id_from_path: '([^/]+)\.json$' }
+    project:
+      - { field: "$.workspace", uri: true }
+      - { sidecar: "{dir}/{id}.json", field: "$.cwd" }
+      - { field: "$.hash", hash: md5 }
+      - { text: "cwd \\((.+?)\\)" }
+"#;
+
+    #[test]
+    fn a_view_rule_set_compiles_and_its_mistakes_are_named() {
+        let mut diags = Vec::new();
+        let set = load_rule_set(VIEW_SINK, Origin::Builtin("views"), &mut diags).unwrap();
+        assert!(diags.is_empty(), "{diags:?}");
+        assert!(set.reads_views());
+        // The header gives the fields, the subagent test and the record id.
+        let names: Vec<&str> = set.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["session_id", "cwd", "parent_session"]);
+        assert_eq!(set.record_id.as_ref().unwrap().text, "$.almanac_id");
+        for (from, to, want) in [
+            (
+                "format: json\n",
+                "format: jsonl\n",
+                "`document` is for a `json` store",
+            ),
+            (
+                "session: { id_from_path",
+                "session: { idx: 1, id_from_path",
+                "idx",
+            ),
+            (
+                "{ store_dir: 1 }",
+                "{ store_dir: 1, text: 'a(b)' }",
+                "project source is one of",
+            ),
+            (
+                "{ field: \"$.hash\", hash: md5 }",
+                "{ field: \"$.hash\", hash: crc }",
+                "crc",
+            ),
+            ("format: sqlite", "format: parquet", "parquet"),
+        ] {
+            let bad = VIEW_SINK.replace(from, to);
+            assert_ne!(bad, VIEW_SINK, "{from}");
+            let mut diags = Vec::new();
+            assert!(
+                load_rule_set(&bad, Origin::Builtin("views"), &mut diags).is_none(),
+                "{from}"
+            );
+            let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+            assert!(text.join("\n").contains(want), "{from}: {text:?}");
+        }
+        let mixed = VIEW_SINK.replace("    format: json\n", "");
+        let mut diags = Vec::new();
+        assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
+    }
+
     const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: internal-almanac-session\n  - check: excluded-by-rule\n  - check: capture-already-pending\n  - check: retry-budget-exhausted\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n  - check: no-new-turns\n";
 
     use crate::util::testing::schema_keys;
@@ -477,7 +560,11 @@ turns:
         let policy = load_policy(POLICY_SINK, Origin::Builtin("policy"), &mut diags);
         assert!(diags.is_empty() && policy.is_some(), "{diags:?}");
         // Every property the schemas define appears in the kitchen sinks above.
-        for (schema, sink) in [(RULES_SCHEMA, KITCHEN_SINK), (POLICY_SCHEMA, POLICY_SINK)] {
+        let rules_sinks = format!("{KITCHEN_SINK}{VIEW_SINK}");
+        for (schema, sink) in [
+            (RULES_SCHEMA, rules_sinks.as_str()),
+            (POLICY_SCHEMA, POLICY_SINK),
+        ] {
             let mut keys = std::collections::BTreeSet::new();
             schema_keys(&serde_json::from_str(schema).unwrap(), &mut keys);
             for k in keys {

@@ -15,6 +15,8 @@ pub struct RawRuleSet {
     pub stores: Vec<RawStore>,
     #[serde(default)]
     pub head: RawHead,
+    /// Required for `jsonl` stores; a set whose stores are all views may leave it out.
+    #[serde(default)]
     pub fields: BTreeMap<String, Vec<RawSource>>,
     #[serde(default)]
     pub subagent: RawSubagent,
@@ -96,6 +98,52 @@ pub struct RawStore {
     #[serde(default)]
     pub exclude: Vec<String>,
     pub follow_symlinks: Option<bool>,
+    /// `jsonl` (default), `jsonl-replay`, `json` or `sqlite`.
+    pub format: Option<String>,
+    pub sqlite: Option<RawSqlite>,
+    pub document: Option<RawDocument>,
+    #[serde(default)]
+    pub session: RawViewSession,
+    #[serde(default)]
+    pub project: Vec<RawProject>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSqlite {
+    pub sessions: String,
+    pub messages: String,
+    #[serde(default)]
+    pub json_columns: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDocument {
+    pub messages: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawViewSession {
+    #[serde(default)]
+    pub id: Vec<String>,
+    pub id_from_path: Option<String>,
+    pub parent: Option<String>,
+    pub updated: Option<String>,
+    pub message_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProject {
+    pub field: Option<String>,
+    pub hash: Option<String>,
+    #[serde(default)]
+    pub uri: bool,
+    pub sidecar: Option<String>,
+    pub text: Option<String>,
+    pub store_dir: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,6 +154,9 @@ pub struct RawRoot {
     #[serde(default)]
     pub default: Vec<String>,
     pub join: Option<String>,
+    /// The repos almanac knows (`state/repos.txt`) are the root's directories.
+    #[serde(default)]
+    pub known_repos: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

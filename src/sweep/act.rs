@@ -98,6 +98,7 @@ pub fn list_runs(candidates: &[Candidate], planned: Vec<Planned>, summary: &mut 
 /// What the act phase shares across repos.
 struct Acting<'a> {
     cx: &'a Context,
+    catalog: &'a crate::rules::Catalog,
     candidates: &'a [Candidate],
     opts: &'a SweepOptions,
     sweep_id: String,
@@ -109,8 +110,10 @@ struct Acting<'a> {
 /// Live: repo by repo (one repo lock at a time), applies this sweep's entry updates that still hold,
 /// queues their runs and starts the workers. The circuit breaker starts counting for this sweep before
 /// its first run is queued.
+#[allow(clippy::too_many_arguments)]
 pub fn act(
     cx: &Context,
+    catalog: &crate::rules::Catalog,
     candidates: &[Candidate],
     repos: &[RepoDone],
     planned: Vec<Planned>,
@@ -127,6 +130,7 @@ pub fn act(
     }
     let mut acting = Acting {
         cx,
+        catalog,
         candidates,
         opts,
         sweep_id: format!(
@@ -188,6 +192,7 @@ fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> Sta
 #[allow(clippy::too_many_arguments)]
 fn queue_part(
     cx: &Context,
+    view_rule: Option<&crate::rules::RuleSet>,
     c: &Candidate,
     p: &Planned,
     opts: &SweepOptions,
@@ -233,6 +238,7 @@ fn queue_part(
             id_base: chunked.then_some(id_base.as_str()),
             manual: opts.manual,
             context: p.context.as_deref().filter(|_| i == 0),
+            view_rule,
         };
         match capture::queue(&spec, &cx.almanac_home, now) {
             Ok(record) => {
@@ -332,8 +338,10 @@ fn act_repo(
             }
         }
         let c = &a.candidates[p.idx];
+        let rule = a.catalog.get(&c.0.app).filter(|r| r.reads_views());
         queue_part(
             a.cx,
+            rule,
             c,
             &p,
             a.opts,

@@ -56,6 +56,21 @@ pub fn gather(
     // Subagent files their path names were only counted; the others are told by their heads below.
     summary.stats.subagents += walk.subagents_by_path;
     summary.count_n(Reason::Subagent, walk.subagents_by_path);
+    // Stores read into views that could not be read now: a busy one is read again next time.
+    for e in discover::views::take_errors() {
+        let item = SkippedItem {
+            app: e.app,
+            session_id: None,
+            transcript_path: e.store.display().to_string(),
+            repo_root: None,
+            reason: Reason::ReadFailed,
+            detail: Some(e.message),
+        };
+        match e.busy {
+            true => summary.skip(item),
+            false => summary.attention(item),
+        }
+    }
 
     // Heads: from the discovery cache when the file is unchanged, else read (in parallel).
     let reads = discover::sessions::heads(catalog, &mut head_cache, &mut files);

@@ -20,6 +20,7 @@ pub mod range;
 pub mod setup;
 mod store;
 pub mod summary;
+mod view_cursor;
 
 pub use facts::{explain_decision, facts, EntryView};
 pub use summary::{SkippedItem, StartedItem, Stats, Summary, Totals};
@@ -92,6 +93,13 @@ fn phases(
     let settings = &opts.settings;
     let decisions = decide::decide(catalog, candidates, settings, live, summary, from_start);
     trace.mark("ledgers and decisions");
+    if live {
+        // The repos sessions ran in: stores inside projects are looked for there, hashed paths placed.
+        let repos = decisions.repos.iter().map(|r| r.repo.as_path());
+        if let Err(e) = crate::discover::registry::remember(cx, repos) {
+            eprintln!("almanac: cannot update the list of known repos: {e}");
+        }
+    }
 
     let mut updates = act::Updates::default();
     let plans = plan::read_new_parts(
@@ -109,7 +117,9 @@ fn phases(
     if live {
         crate::util::fault::pause("before-act");
         let repos = &decisions.repos;
-        act::act(cx, candidates, repos, planned, updates, opts, summary);
+        act::act(
+            cx, catalog, candidates, repos, planned, updates, opts, summary,
+        );
     } else {
         act::list_runs(candidates, planned, summary);
     }

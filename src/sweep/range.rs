@@ -68,8 +68,66 @@ pub fn decide_range(
     counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
+    let outcome = decide_range_in(
+        rule,
+        file,
+        entry,
+        copied,
+        settings,
+        hash,
+        chunk_bytes,
+        counting,
+        bytes_read,
+    )?;
+    match rule.reads_views() {
+        true => super::view_cursor::to_ids(&file.path, outcome),
+        false => Ok(outcome),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decide_range_in(
+    rule: &RuleSet,
+    file: &FoundFile,
+    entry: Option<&LedgerEntry>,
+    copied: Option<super::overlap::Copied>,
+    settings: &Settings,
+    hash: bool,
+    chunk_bytes: Option<u64>,
+    counting: Option<&mut Counting>,
+    bytes_read: &mut u64,
+) -> Result<RangeOutcome, String> {
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
+    // A view's captured prefix is its messages' ids, wherever their bytes now end.
+    let view_at = match entry {
+        Some(e)
+            if e.last_captured_prefix_hash
+                .starts_with(super::view_cursor::IDS_PREFIX) =>
+        {
+            let at = super::view_cursor::place(
+                &file.path,
+                e.last_captured_line,
+                &e.last_captured_prefix_hash,
+            )
+            .map_err(|e| e.to_string())?;
+            match at {
+                Some(at) => Some(at),
+                None => {
+                    let why = format!(
+                        "the first {} messages are not the ones captured (the session was rewound or rewritten)",
+                        e.last_captured_line.saturating_sub(1)
+                    );
+                    return recover(rule, file, e, why, chunk_bytes, bytes_read);
+                }
+            }
+        }
+        _ => None,
+    };
     let (cursor_bytes, cursor_lines, baseline) = match (entry, settings.capture_since) {
+        (Some(_), _) if view_at.is_some() => {
+            let at = view_at.as_ref().expect("checked");
+            (at.bytes, at.lines, false)
+        }
         (Some(e), _) => {
             if file.size < e.last_captured_size {
                 let why = format!(
@@ -107,7 +165,7 @@ pub fn decide_range(
             "the transcript became shorter than the captured {cursor_bytes} bytes while being read"
         )));
     };
-    if let Some(e) = entry {
+    if let Some(e) = entry.filter(|_| view_at.is_none()) {
         if hash_at_cursor != e.last_captured_prefix_hash {
             let why = format!(
                 "the first {} bytes changed since they were captured (rewritten or replaced)",

@@ -176,9 +176,9 @@ fn automation_install_apps_writes_the_list_to_config() {
         "{config}"
     );
     // An unknown app is refused before anything is written.
-    let out = s.install(&["--scheduler", "cron", "--apps", "claude,gemini"]);
+    let out = s.install(&["--scheduler", "cron", "--apps", "claude,gemenai"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown app \"gemini\""));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown app \"gemenai\""));
     let after = std::fs::read_to_string(s.w.almanac_home().join("config.toml")).unwrap();
     assert_eq!(after, config);
 }

@@ -37,6 +37,7 @@ mod resources;
 mod rules_cli;
 mod schedulers;
 mod schtasks;
+mod stores;
 mod subvert;
 mod sweep;
 mod turns;

@@ -1,0 +1,440 @@
+//! Views: almanac's own JSONL copy of each session of a store that is not append-only JSONL (a replay
+//! log, a JSON document, a SQLite database). Line 1 is the engine's header (`almanac_view`: the session
+//! id, its project directory as the store's `project` sources found it, its parent; `session`: the
+//! session object as the store holds it); each further line is one message as the store holds it,
+//! with its id first (`almanac_id`). The rest of the engine reads a view as it reads any transcript.
+//!
+//! Views live under `$ALMANAC_HOME/state/views/<app>/<store key>/`, one file a session and an
+//! `index.json` that remembers the store's size, mtime and identity (and its WAL's): a store that kept
+//! them costs no read and no query; a view is rewritten only when its bytes change.
+
+mod project;
+pub mod read;
+mod sqlite;
+
+use crate::context::Context;
+use crate::rules::views::ViewSpec;
+use read::{ReadError, SessionRead};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub use crate::rules::views::{VIEW_HEADER, VIEW_ID};
+
+/// Changes when what a view holds changes shape: every view is then made again.
+const VIEW_VERSION: u32 = 1;
+const INDEX: &str = "index.json";
+const INDEX_CAP: u64 = 64 << 20;
+
+/// Where a store's views are.
+pub fn store_dir(cx: &Context, app: &str, store: &Path) -> PathBuf {
+    let key = crate::rules::views::HashAlgo::Sha256.hex(&store.to_string_lossy());
+    cx.almanac_home
+        .join("state/views")
+        .join(app)
+        .join(&key[..16])
+}
+
+/// The views root of every app (for the commands that name a view path).
+pub fn views_root(cx: &Context) -> PathBuf {
+    cx.almanac_home.join("state/views")
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Index {
+    store: String,
+    stamp: String,
+    sessions: Vec<Indexed>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Indexed {
+    id: String,
+    file: String,
+    updated: Option<String>,
+    project: Option<String>,
+}
+
+/// What reading one store gave: its views, and why it could not be read now (then the last read's
+/// views are given, when there are any).
+pub struct StoreViews {
+    pub files: Vec<PathBuf>,
+    /// Why the store could not be read now, and whether that is a busy store.
+    pub error: Option<(bool, String)>,
+}
+
+/// The stamp a store's views were made at: the file's and its WAL's size, mtime and identity, the rule
+/// (a changed query makes them again) and, where a project is a hash, the known repos.
+fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result<String> {
+    let part = |p: &Path| -> Option<String> {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        let id = crate::platform::file_id(p, &m);
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        Some(format!("{}:{mtime}:{}:{}", m.len(), id.0, id.1))
+    };
+    let main = part(store).ok_or_else(|| std::io::Error::other("gone"))?;
+    let mut wal = store.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = part(Path::new(&wal)).unwrap_or_default();
+    let rule = crate::rules::views::HashAlgo::Sha256.hex(&format!("{spec:?}"));
+    let uses_known = spec.project.iter().any(|p| {
+        matches!(
+            p,
+            crate::rules::views::ProjectSource::Value { hash: Some(_), .. }
+        )
+    });
+    let known = if uses_known {
+        let text: Vec<String> = known.iter().map(|p| p.to_string_lossy().into()).collect();
+        crate::rules::views::HashAlgo::Sha256.hex(&text.join("\n"))[..16].to_string()
+    } else {
+        String::new()
+    };
+    // Sidecar files the project is read from (those named without the session id).
+    let sidecars: Vec<String> = spec
+        .project
+        .iter()
+        .filter_map(|p| match p {
+            crate::rules::views::ProjectSource::Value {
+                sidecar: Some(t), ..
+            } if !t.contains("{id}") => {
+                Some(part(&project::sidecar_path(t, store, "")).unwrap_or_default())
+            }
+            _ => None,
+        })
+        .collect();
+    Ok(format!(
+        "v{VIEW_VERSION} {main} wal={wal} rule={} known={known} sidecars={}",
+        &rule[..16],
+        sidecars.join(",")
+    ))
+}
+
+/// A file name for a session id: the id itself when it is plain, else a hash of it.
+fn file_name(id: &str) -> String {
+    let plain = !id.is_empty()
+        && id.len() <= 100
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain && id != "index" {
+        format!("{id}.jsonl")
+    } else {
+        let h = crate::rules::views::HashAlgo::Sha256.hex(id);
+        format!("s-{}.jsonl", &h[..24])
+    }
+}
+
+fn load_index(dir: &Path) -> Index {
+    std::fs::read(dir.join(INDEX))
+        .ok()
+        .filter(|b| b.len() as u64 <= INDEX_CAP)
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// What a view's header says, and the store facts it is made from.
+struct Made<'a> {
+    app: &'a str,
+    spec: &'a ViewSpec,
+    store: &'a Path,
+    known: &'a [PathBuf],
+}
+
+impl Made<'_> {
+    fn header(&self, s: &SessionRead, messages: &[Value]) -> (Value, Option<String>) {
+        let parent = self
+            .spec
+            .parent
+            .as_ref()
+            .and_then(|p| read::text_at(p, &s.session));
+        let input = project::Input {
+            store: self.store,
+            id: &s.id,
+            session: &s.session,
+            messages,
+            known: self.known,
+        };
+        let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
+            Ok((dir, from)) => (Some(dir), Some(from), None),
+            Err(why) => (None, None, Some(why)),
+        };
+        let header = serde_json::json!({
+            VIEW_HEADER: {
+                "version": VIEW_VERSION,
+                "app": self.app,
+                "format": self.spec.format.name(),
+                "store": self.store.to_string_lossy(),
+                "session_id": s.id,
+                "project": project,
+                "project_from": from,
+                "unplaced": unplaced,
+                "parent": parent,
+                "subagent": parent.is_some(),
+            },
+            "session": s.session,
+        });
+        (header, project)
+    }
+
+    /// The view's bytes: the header, then each message with its id first.
+    fn bytes(&self, header: &Value, messages: &[Value]) -> Vec<u8> {
+        let mut out = serde_json::to_vec(header).unwrap_or_default();
+        out.push(b'\n');
+        let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        for m in messages {
+            let base = self
+                .spec
+                .message_id
+                .as_ref()
+                .and_then(|p| read::text_at(p, m))
+                .unwrap_or_else(|| {
+                    let h = crate::rules::views::HashAlgo::Sha256.hex(&m.to_string());
+                    format!("c-{}", &h[..16])
+                });
+            let n = seen.entry(base.clone()).or_insert(0);
+            *n += 1;
+            let id = if *n == 1 { base } else { format!("{base}~{n}") };
+            message_line(&mut out, &id, m);
+        }
+        out
+    }
+}
+
+/// `{"almanac_id":"<id>", ...the message's members}` (a message that is not an object is `value`).
+fn message_line(out: &mut Vec<u8>, id: &str, m: &Value) {
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(VIEW_ID.as_bytes());
+    out.extend_from_slice(b"\":");
+    out.extend_from_slice(serde_json::to_string(id).unwrap_or_default().as_bytes());
+    let rest = match m {
+        Value::Object(o) => {
+            let mut o = o.clone();
+            o.remove(VIEW_ID);
+            serde_json::to_vec(&Value::Object(o)).unwrap_or_default()
+        }
+        other => serde_json::to_vec(&serde_json::json!({ "value": other })).unwrap_or_default(),
+    };
+    if rest.len() > 2 {
+        out.push(b',');
+        out.extend_from_slice(&rest[1..]);
+    } else {
+        out.push(b'}');
+    }
+    out.push(b'\n');
+}
+
+/// Writes `bytes` to `path` unless it already holds them (a view kept byte for byte keeps its size,
+/// mtime and identity, so the caches after it see nothing new).
+fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.len() == bytes.len() as u64 && std::fs::read(path).is_ok_and(|old| old == bytes) {
+            return Ok(());
+        }
+    }
+    crate::util::atomic::write_atomic(path, bytes)
+}
+
+/// The messages of a view as written (for a session a sqlite read did not query again).
+fn old_messages(path: &Path) -> Option<Vec<Value>> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut out = Vec::new();
+    for line in bytes.split(|b| *b == b'\n').skip(1) {
+        if line.is_empty() {
+            continue;
+        }
+        let mut v: Value = serde_json::from_slice(line).ok()?;
+        if let Value::Object(o) = &mut v {
+            o.remove(VIEW_ID);
+        }
+        out.push(v);
+    }
+    Some(out)
+}
+
+/// The views of one store file (`rel`: its path relative to its root), made again when the store
+/// changed since the last read.
+pub fn views_of(
+    cx: &Context,
+    app: &str,
+    spec: &ViewSpec,
+    store: &Path,
+    rel: &str,
+    known: &[PathBuf],
+) -> StoreViews {
+    let dir = store_dir(cx, app, store);
+    let index = load_index(&dir);
+    let listed = |index: &Index| -> Vec<PathBuf> {
+        index
+            .sessions
+            .iter()
+            .map(|s| dir.join(&s.file))
+            .filter(|p| p.is_file())
+            .collect()
+    };
+    let stamp = match stamp_of(spec, store, known) {
+        Ok(s) => s,
+        Err(e) => {
+            return StoreViews {
+                files: Vec::new(),
+                error: Some((false, format!("{}: {e}", store.display()))),
+            }
+        }
+    };
+    if index.stamp == stamp && index.store == store.to_string_lossy() {
+        return StoreViews {
+            files: listed(&index),
+            error: None,
+        };
+    }
+    let unchanged = |id: &str, updated: Option<&str>| {
+        updated.is_some()
+            && index.sessions.iter().any(|s| {
+                s.id == id && s.updated.as_deref() == updated && dir.join(&s.file).is_file()
+            })
+    };
+    let sessions = match read::read_store(spec, store, rel, &unchanged) {
+        Ok(s) => s,
+        Err(e) => {
+            let (files, busy) = match e {
+                ReadError::Busy(_) => (listed(&index), true),
+                ReadError::Bad(_) => (Vec::new(), false),
+            };
+            return StoreViews {
+                files,
+                error: Some((busy, e.to_string())),
+            };
+        }
+    };
+    let made = Made {
+        app,
+        spec,
+        store,
+        known,
+    };
+    let mut next = Index {
+        store: store.to_string_lossy().into_owned(),
+        stamp,
+        sessions: Vec::new(),
+    };
+    let mut error = None;
+    for s in &sessions {
+        let file = file_name(&s.id);
+        let path = dir.join(&file);
+        let messages = match &s.messages {
+            Some(m) => std::borrow::Cow::Borrowed(m),
+            None => match old_messages(&path) {
+                Some(m) => std::borrow::Cow::Owned(m),
+                None => continue,
+            },
+        };
+        let (header, project) = made.header(s, &messages);
+        if let Err(e) = write_if_changed(&path, &made.bytes(&header, &messages)) {
+            error = Some((false, format!("{}: {e}", path.display())));
+            continue;
+        }
+        next.sessions.push(Indexed {
+            id: s.id.clone(),
+            file,
+            updated: s.updated.clone(),
+            project,
+        });
+    }
+    for old in &index.sessions {
+        if !next.sessions.iter().any(|s| s.file == old.file) {
+            let _ = std::fs::remove_file(dir.join(&old.file));
+        }
+    }
+    if error.is_none() {
+        if let Err(e) = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &next) {
+            error = Some((false, format!("{}: {e}", dir.join(INDEX).display())));
+        }
+    }
+    StoreViews {
+        files: listed(&next),
+        error,
+    }
+}
+
+/// A store that could not be read: `busy` when it is read again on the next sweep with nothing lost
+/// (it changed while copied, or SQLite found it locked or half-written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    pub app: String,
+    pub store: PathBuf,
+    pub busy: bool,
+    pub message: String,
+}
+
+static ERRORS: std::sync::Mutex<Vec<StoreError>> = std::sync::Mutex::new(Vec::new());
+
+/// Remembers why a store could not be read, for the sweep's report.
+pub fn note_error(e: StoreError) {
+    if let Ok(mut v) = ERRORS.lock() {
+        if !v.contains(&e) {
+            v.push(e);
+        }
+    }
+}
+
+/// Why stores could not be read in this process, so far (taken: a second call gives only newer ones).
+pub fn take_errors() -> Vec<StoreError> {
+    ERRORS
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default()
+}
+
+/// A view as a found transcript (its path relative to the views root is its `rel`).
+pub fn found(app: &std::sync::Arc<str>, path: PathBuf) -> Option<super::FoundFile> {
+    let meta = std::fs::metadata(&path).ok()?;
+    let text_len = path.to_string_lossy().len();
+    let name_len = path.file_name()?.to_string_lossy().len();
+    Some(super::FoundFile {
+        app: app.clone(),
+        rel_offset: text_len - name_len,
+        size: meta.len(),
+        mtime: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+        file_id: crate::platform::file_id(&path, &meta),
+        path,
+    })
+}
+
+/// Whether `path` is a view (under `$ALMANAC_HOME/state/views/`).
+pub fn is_view(cx: &Context, path: &Path) -> bool {
+    path.starts_with(views_root(cx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_line_starts_with_its_id() {
+        let mut out = Vec::new();
+        message_line(
+            &mut out,
+            "m\"1",
+            &serde_json::json!({"role": "user", "almanac_id": "x"}),
+        );
+        message_line(&mut out, "m2", &serde_json::json!({}));
+        message_line(&mut out, "m3", &serde_json::json!("text"));
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], r#"{"almanac_id":"m\"1","role":"user"}"#);
+        assert_eq!(lines[1], r#"{"almanac_id":"m2"}"#);
+        assert_eq!(lines[2], r#"{"almanac_id":"m3","value":"text"}"#);
+    }
+
+    #[test]
+    fn odd_session_ids_get_hashed_file_names() {
+        assert_eq!(file_name("ses_abc-1.2"), "ses_abc-1.2.jsonl");
+        assert!(file_name("../x").starts_with("s-"));
+        assert!(file_name("index").starts_with("s-"));
+        assert_ne!(file_name("a/b"), file_name("a\\b"));
+    }
+}

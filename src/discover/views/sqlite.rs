@@ -1,0 +1,190 @@
+//! A SQLite store, read through a private copy: opening the app's database (even read-only) would
+//! create `-wal` and `-shm` files beside it, and `immutable` would miss the rows only its WAL holds. The
+//! database and its WAL are copied into a private directory (the same size and mtime before and after
+//! the copy, else copied again), opened there with `query_only`, and the copy removed.
+
+use super::read::{session_id, text_at, ReadError, SessionRead};
+use crate::rules::views::ViewSpec;
+use rusqlite::types::ValueRef;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// How often a copy that saw the store change is made again before the sweep leaves it for the next.
+const COPY_ATTEMPTS: u32 = 3;
+
+/// A private directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn wal_of(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// (size, mtime) of the database and of its WAL (None when there is none).
+type Stamp = (
+    (u64, Option<std::time::SystemTime>),
+    Option<(u64, Option<std::time::SystemTime>)>,
+);
+
+fn stamp(path: &Path) -> std::io::Result<Stamp> {
+    let m = std::fs::metadata(path)?;
+    let wal = std::fs::metadata(wal_of(path)).ok();
+    Ok((
+        (m.len(), m.modified().ok()),
+        wal.map(|w| (w.len(), w.modified().ok())),
+    ))
+}
+
+fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut src = crate::util::untrusted::open_regular(from)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
+    std::io::copy(&mut src, &mut dst)?;
+    Ok(())
+}
+
+/// A consistent copy of the database and its WAL in `dir`.
+fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
+    let bad = |e: std::io::Error| ReadError::Bad(format!("{}: {e}", path.display()));
+    let db = dir.join("store.db");
+    for attempt in 1..=COPY_ATTEMPTS {
+        let _ = std::fs::remove_file(&db);
+        let _ = std::fs::remove_file(wal_of(&db));
+        let before = stamp(path).map_err(bad)?;
+        copy_file(path, &db).map_err(bad)?;
+        if before.1.is_some() {
+            match copy_file(&wal_of(path), &wal_of(&db)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                other => other.map_err(bad)?,
+            }
+        }
+        if stamp(path).map_err(bad)? == before {
+            return Ok(db);
+        }
+        if attempt < COPY_ATTEMPTS {
+            std::thread::sleep(std::time::Duration::from_millis(50 * attempt as u64));
+        }
+    }
+    Err(ReadError::Busy(format!(
+        "{} changed while it was copied, {COPY_ATTEMPTS} times",
+        path.display()
+    )))
+}
+
+fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> ReadError {
+    use rusqlite::ErrorCode::*;
+    let text = format!("{}: {what}: {e}", path.display());
+    match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked | DatabaseCorrupt | NotADatabase) => {
+            ReadError::Busy(text)
+        }
+        _ => ReadError::Bad(text),
+    }
+}
+
+/// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON),
+/// a blob as lower-case hex.
+fn row_object(
+    row: &rusqlite::Row,
+    names: &[String],
+    json_columns: &[String],
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (i, name) in names.iter().enumerate() {
+        let v = match row.get_ref(i) {
+            Ok(ValueRef::Null) | Err(_) => Value::Null,
+            Ok(ValueRef::Integer(n)) => Value::from(n),
+            Ok(ValueRef::Real(f)) => Value::from(f),
+            Ok(ValueRef::Text(t)) => {
+                let s = String::from_utf8_lossy(t);
+                if json_columns.iter().any(|c| c == name) {
+                    serde_json::from_str(&s).unwrap_or_else(|_| Value::String(s.into_owned()))
+                } else {
+                    Value::String(s.into_owned())
+                }
+            }
+            Ok(ValueRef::Blob(b)) => Value::String(crate::util::ids::hex(b)),
+        };
+        m.insert(name.clone(), v);
+    }
+    m
+}
+
+fn query(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    param: Option<&str>,
+    json_columns: &[String],
+) -> rusqlite::Result<Vec<Value>> {
+    let mut stmt = conn.prepare(sql)?;
+    let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+    let params: Vec<&dyn rusqlite::ToSql> = match &param {
+        Some(p) => vec![p as &dyn rusqlite::ToSql],
+        None => Vec::new(),
+    };
+    let mut rows = stmt.query(params.as_slice())?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(Value::Object(row_object(row, &names, json_columns)));
+    }
+    Ok(out)
+}
+
+/// The sessions of a database: each listed row is a session; a session `unchanged` says the last read
+/// left as it is (same id and `updated`) is not queried for its messages.
+pub fn read(
+    spec: &ViewSpec,
+    path: &Path,
+    sessions_sql: &str,
+    messages_sql: &str,
+    json_columns: &[String],
+    unchanged: &dyn Fn(&str, Option<&str>) -> bool,
+) -> Result<Vec<SessionRead>, ReadError> {
+    let dir = std::env::temp_dir().join(format!(
+        "almanac-sqlite-{}-{}",
+        std::process::id(),
+        crate::util::ids::random_hex(6)
+    ));
+    crate::platform::create_private_dir(&dir)
+        .map_err(|e| ReadError::Bad(format!("{}: {e}", dir.display())))?;
+    let scratch = Scratch(dir);
+    let db = copy_store(path, &scratch.0)?;
+    let conn = rusqlite::Connection::open(&db).map_err(|e| sql_error(path, "open", e))?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(|e| sql_error(path, "open", e))?;
+    let rows = query(&conn, sessions_sql, None, json_columns)
+        .map_err(|e| sql_error(path, "the sessions query", e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for session in rows {
+        let Some(id) = session_id(spec, &session, "") else {
+            continue;
+        };
+        let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
+        let messages = if unchanged(&id, updated.as_deref()) {
+            None
+        } else {
+            Some(
+                query(&conn, messages_sql, Some(&id), json_columns)
+                    .map_err(|e| sql_error(path, "the messages query", e))?,
+            )
+        };
+        out.push(SessionRead {
+            id,
+            session,
+            messages,
+            updated,
+        });
+    }
+    drop(conn);
+    drop(scratch);
+    Ok(out)
+}

@@ -1,0 +1,274 @@
+//! The `format`, `sqlite`, `document`, `session` and `project` keys of a store, compiled; and the fields
+//! every view's header gives a rule set whose stores are all views.
+
+use super::compile::Ctx;
+use super::raw::*;
+use super::views::*;
+
+fn is_view(s: &RawStore) -> bool {
+    s.format.as_deref().is_some_and(|f| f != "jsonl")
+}
+
+/// A set whose stores are all views reads `session_id`, `cwd` and `parent_session` from the view's
+/// header, marks a session whose header says so a subagent, and knows each message by its view id: added
+/// in front of what the file itself says. A set of `jsonl` stores must name `session_id` and `cwd`.
+pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {
+    let views = raw.stores.iter().filter(|s| is_view(s)).count();
+    if views == 0 {
+        for need in ["session_id", "cwd"] {
+            if !raw.fields.contains_key(need) {
+                cx.err(
+                    format!("fields.{need}"),
+                    format!("a rule set of jsonl stores needs the field `{need}`"),
+                    "e.g. session_id: [{value: \"$.sessionId\"}]",
+                );
+            }
+        }
+        return;
+    }
+    if views < raw.stores.len() {
+        cx.err(
+            "stores",
+            "a rule set's stores are either all `jsonl` or all read into views (jsonl-replay, json, sqlite)",
+            "put the jsonl stores in a rule set of their own",
+        );
+        return;
+    }
+    let header = |key: &str| RawSource {
+        when: Some(RawPredicate::Exists(format!("$.{VIEW_HEADER}"))),
+        first_only: true,
+        value: Some(format!("$.{VIEW_HEADER}.{key}")),
+        regex: None,
+        filename: None,
+    };
+    for (field, key) in [
+        ("session_id", "session_id"),
+        ("cwd", "project"),
+        ("parent_session", "parent"),
+    ] {
+        raw.fields
+            .entry(field.into())
+            .or_default()
+            .insert(0, header(key));
+    }
+    raw.subagent.records.insert(
+        0,
+        RawRecordTest {
+            when: Some(RawPredicate::Exists(format!("$.{VIEW_HEADER}"))),
+            first_only: true,
+            test: RawPredicate::Equals(RawPathValue {
+                path: format!("$.{VIEW_HEADER}.subagent"),
+                value: serde_json::Value::Bool(true),
+            }),
+        },
+    );
+    raw.record_id.get_or_insert_with(|| format!("$.{VIEW_ID}"));
+}
+
+/// The store's kind, or None after a diagnostic.
+pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<StoreKind> {
+    let at = |k: &str| format!("stores[{i}].{k}");
+    let format = s.format.as_deref().unwrap_or("jsonl");
+    let stray = |cx: &mut Ctx<'_>, key: &str, set: bool| {
+        if set {
+            cx.err(
+                at(key),
+                format!("`{key}` is for a `{}` store, not `{format}`", owner(key)),
+                "see docs/stores.md",
+            );
+        }
+    };
+    stray(cx, "sqlite", s.sqlite.is_some() && format != "sqlite");
+    stray(cx, "document", s.document.is_some() && format != "json");
+    if format == "jsonl" {
+        let view_keys = !s.project.is_empty()
+            || !s.session.id.is_empty()
+            || s.session.id_from_path.is_some()
+            || s.session.parent.is_some()
+            || s.session.updated.is_some()
+            || s.session.message_id.is_some();
+        if view_keys {
+            cx.err(
+                at("session"),
+                "`session` and `project` are for stores read into views, not `jsonl`",
+                "a jsonl store's fields are in the rule set's `fields`",
+            );
+            return None;
+        }
+        return Some(StoreKind::Jsonl);
+    }
+    let view_format = match format {
+        "jsonl-replay" => ViewFormat::Replay,
+        "json" => {
+            let Some(doc) = &s.document else {
+                cx.err(
+                    at("document"),
+                    "a `json` store needs `document.messages`",
+                    "e.g. document: {messages: \"$.messages[*]\"}",
+                );
+                return None;
+            };
+            ViewFormat::Json {
+                messages: cx.path(&at("document.messages"), &doc.messages)?,
+            }
+        }
+        "sqlite" => {
+            let Some(q) = &s.sqlite else {
+                cx.err(
+                    at("sqlite"),
+                    "a `sqlite` store needs `sqlite.sessions` and `sqlite.messages`",
+                    "see docs/stores.md",
+                );
+                return None;
+            };
+            let mut ok = true;
+            for (key, sql, params) in [("sessions", &q.sessions, 0), ("messages", &q.messages, 1)] {
+                if let Err(e) = check_sql(sql, params) {
+                    cx.err(
+                        at(&format!("sqlite.{key}")),
+                        format!("the query {e}"),
+                        "a query is one read-only SELECT; `messages` takes the session id as ?1",
+                    );
+                    ok = false;
+                }
+            }
+            if !ok {
+                return None;
+            }
+            ViewFormat::Sqlite {
+                sessions: q.sessions.clone(),
+                messages: q.messages.clone(),
+                json_columns: q.json_columns.clone(),
+            }
+        }
+        other => {
+            cx.err(
+                at("format"),
+                format!("unknown store format `{other}`"),
+                "one of jsonl, jsonl-replay, json, sqlite",
+            );
+            return None;
+        }
+    };
+    let before = cx.diags.len();
+    let id: Vec<_> = s
+        .session
+        .id
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| cx.path(&at(&format!("session.id[{j}]")), p))
+        .collect();
+    let id_from_path = s
+        .session
+        .id_from_path
+        .as_ref()
+        .and_then(|r| cx.regex(&at("session.id_from_path"), r));
+    if s.session.id.is_empty() && s.session.id_from_path.is_none() {
+        cx.err(
+            at("session"),
+            "a store read into views needs `session.id` or `session.id_from_path`",
+            "e.g. session: {id: [\"$.sessionId\"]}",
+        );
+    }
+    let opt = |cx: &mut Ctx<'_>, key: &str, p: &Option<String>| {
+        p.as_ref()
+            .and_then(|t| cx.path(&at(&format!("session.{key}")), t))
+    };
+    let parent = opt(cx, "parent", &s.session.parent);
+    let updated = opt(cx, "updated", &s.session.updated);
+    let message_id = opt(cx, "message_id", &s.session.message_id);
+    let project: Vec<ProjectSource> = s
+        .project
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| project_source(cx, &at(&format!("project[{j}]")), p))
+        .collect();
+    if cx.diags.len() > before {
+        return None;
+    }
+    Some(StoreKind::View(Box::new(ViewSpec {
+        format: view_format,
+        id,
+        id_from_path,
+        parent,
+        updated,
+        message_id,
+        project,
+    })))
+}
+
+fn owner(key: &str) -> &'static str {
+    match key {
+        "sqlite" => "sqlite",
+        _ => "json",
+    }
+}
+
+fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectSource> {
+    let value = p.field.is_some() || p.sidecar.is_some();
+    let kinds = [value, p.text.is_some(), p.store_dir.is_some()];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        cx.err(
+            at,
+            "a project source is one of `field` (optionally in a `sidecar` file), `sidecar`, `text` or `store_dir`",
+            "e.g. {field: \"$.directory\"}, {sidecar: \"{dir}/../.project_root\"}, {store_dir: 1}",
+        );
+        return None;
+    }
+    if (p.uri || p.hash.is_some()) && !value {
+        cx.err(
+            at,
+            "`uri` and `hash` qualify a `field` or `sidecar` value",
+            "e.g. {field: \"$.projectHash\", hash: sha256}",
+        );
+        return None;
+    }
+    if let Some(re) = &p.text {
+        let re = cx.regex(&format!("{at}.text"), re)?;
+        if re.captures_len() < 2 {
+            cx.err(
+                format!("{at}.text"),
+                "the regex needs a group around the directory",
+                "e.g. '# Current Working Directory \\(([^)\\n]+)\\)'",
+            );
+            return None;
+        }
+        return Some(ProjectSource::Text(re));
+    }
+    if let Some(n) = p.store_dir {
+        return Some(ProjectSource::StoreDir(n));
+    }
+    let hash = match p.hash.as_deref() {
+        None => None,
+        Some("sha256") => Some(HashAlgo::Sha256),
+        Some("md5") => Some(HashAlgo::Md5),
+        Some(other) => {
+            cx.err(
+                format!("{at}.hash"),
+                format!("unknown hash `{other}`"),
+                "sha256 or md5",
+            );
+            return None;
+        }
+    };
+    if let Some(t) = &p.sidecar {
+        if !t.starts_with("{dir}") {
+            cx.err(
+                format!("{at}.sidecar"),
+                "a sidecar path starts at the store file's directory, `{dir}`",
+                "e.g. \"{dir}/../.project_root\" or \"{dir}/{stem}.json\"",
+            );
+            return None;
+        }
+    }
+    let field = match &p.field {
+        Some(f) => Some(cx.path(&format!("{at}.field"), f)?),
+        None => None,
+    };
+    Some(ProjectSource::Value {
+        sidecar: p.sidecar.clone(),
+        field,
+        uri: p.uri,
+        hash,
+    })
+}

@@ -1,0 +1,272 @@
+//! Stores that are not append-only JSONL (`format` of a store): what the rule file says about them,
+//! compiled. `discover::views` reads them into almanac's own JSONL copy of each session (a *view*),
+//! which the rest of the engine reads as it reads any transcript.
+
+use super::compiled::JsonPath;
+
+/// The key of the engine's header record, line 1 of every view (`discover::views`).
+pub const VIEW_HEADER: &str = "almanac_view";
+/// The key of a message's id in a view's message records (always its first member).
+pub const VIEW_ID: &str = "almanac_id";
+use regex::Regex;
+
+/// How a store's files are read.
+#[derive(Debug)]
+pub enum StoreKind {
+    /// Append-only JSONL, read where it is.
+    Jsonl,
+    /// Read into a view per session (`discover::views`).
+    View(Box<ViewSpec>),
+}
+
+impl StoreKind {
+    pub fn view(&self) -> Option<&ViewSpec> {
+        match self {
+            StoreKind::Jsonl => None,
+            StoreKind::View(v) => Some(v),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum ViewFormat {
+    /// A JSONL log where a record holding a message id replaces the earlier one of that id (in
+    /// first-appearance order), `{"$set": {...}}` patches the session (`messages` in it replaces the
+    /// list) and `{"$rewindTo": id}` drops that message and every later one. Records without a message
+    /// id are merged into the session.
+    Replay,
+    /// One JSON document a file, rewritten whole: `messages` selects the messages in order; the rest of
+    /// the document is the session.
+    Json { messages: JsonPath },
+    /// A SQLite database: `sessions` lists them (one row each, columns by name), `messages` lists one
+    /// session's messages in order (its one parameter is the session id). `json_columns` are parsed.
+    Sqlite {
+        sessions: String,
+        messages: String,
+        json_columns: Vec<String>,
+    },
+}
+
+impl ViewFormat {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ViewFormat::Replay => "jsonl-replay",
+            ViewFormat::Json { .. } => "json",
+            ViewFormat::Sqlite { .. } => "sqlite",
+        }
+    }
+}
+
+/// A store read into views: its format, where each session's fields are and where its project is.
+#[derive(Debug)]
+pub struct ViewSpec {
+    pub format: ViewFormat,
+    /// The session id: the first of these paths over the session that yields a string or number.
+    pub id: Vec<JsonPath>,
+    /// Else group 1 of this regex over the store file's path relative to its root.
+    pub id_from_path: Option<Regex>,
+    pub parent: Option<JsonPath>,
+    /// When the session last changed (a sqlite session whose value is unchanged is not read again).
+    pub updated: Option<JsonPath>,
+    /// A message's stable id; without one, a hash of its content.
+    pub message_id: Option<JsonPath>,
+    /// Where the session's project directory is, tried in order.
+    pub project: Vec<ProjectSource>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashAlgo {
+    Sha256,
+    Md5,
+}
+
+impl HashAlgo {
+    pub fn name(self) -> &'static str {
+        match self {
+            HashAlgo::Sha256 => "sha256",
+            HashAlgo::Md5 => "md5",
+        }
+    }
+
+    /// The lower-case hex digest of `text`.
+    pub fn hex(self, text: &str) -> String {
+        use sha2::Digest;
+        match self {
+            HashAlgo::Sha256 => format!("{:x}", sha2::Sha256::digest(text.as_bytes())),
+            HashAlgo::Md5 => format!("{:x}", md5::Md5::digest(text.as_bytes())),
+        }
+    }
+}
+
+/// Where one session's project directory comes from.
+#[derive(Debug)]
+pub enum ProjectSource {
+    /// A value in the session (a sidecar file's JSON when `sidecar` is set, else the session
+    /// object): a path, a `file://` URI (`uri`), or a hash of the path matched against the repos
+    /// almanac knows (`hash`).
+    Value {
+        sidecar: Option<String>,
+        field: Option<JsonPath>,
+        uri: bool,
+        hash: Option<HashAlgo>,
+    },
+    /// Group 1 of a regex over the text of the session's messages; the last match wins.
+    Text(Regex),
+    /// The directory holding the store file, this many levels up (0: the directory itself).
+    StoreDir(u32),
+}
+
+impl ProjectSource {
+    pub fn describe(&self) -> String {
+        match self {
+            ProjectSource::Value {
+                sidecar,
+                field,
+                uri,
+                hash,
+            } => {
+                let mut s = match (sidecar, field) {
+                    (Some(f), Some(p)) => format!("{} in the file {f}", p.text),
+                    (Some(f), None) => format!("the text of the file {f}"),
+                    (None, Some(p)) => p.text.clone(),
+                    (None, None) => "nothing".into(),
+                };
+                if *uri {
+                    s.push_str(" (a file:// URI)");
+                }
+                if let Some(h) = hash {
+                    s.push_str(&format!(
+                        " (the {} of the path, matched against known repos)",
+                        h.name()
+                    ));
+                }
+                s
+            }
+            ProjectSource::Text(re) => format!("the last match of /{}/ in the messages", re),
+            ProjectSource::StoreDir(0) => "the directory holding the store".into(),
+            ProjectSource::StoreDir(n) => {
+                format!("the directory holding the store, {n} level(s) up")
+            }
+        }
+    }
+}
+
+/// Why a sqlite query in a rule file cannot run: it is not one read-only statement, or SQLite cannot
+/// parse it. A table or column the empty database lacks is not an error (the schema is the app's).
+pub fn check_sql(sql: &str, params: usize) -> Result<(), String> {
+    let first = sql
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    if first != "SELECT" && first != "WITH" {
+        return Err(format!(
+            "would write or is not a query: it starts with {}, and only a read-only SELECT (or WITH ... SELECT) may be given",
+            if first.is_empty() { "nothing" } else { &first }
+        ));
+    }
+    if let Some(w) = write_keyword(sql) {
+        return Err(format!("the statement would write ({w})"));
+    }
+    let conn = rusqlite::Connection::open_in_memory().map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(|e| e.to_string())?;
+    let explain = format!("EXPLAIN {sql}");
+    let prepared = conn.prepare(&explain).map(|s| s.parameter_count());
+    match prepared {
+        Ok(count) => {
+            if count != params {
+                return Err(format!(
+                    "takes {count} parameter(s); it must take {params}{}",
+                    if params == 1 {
+                        " (the session id, `?1`)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            let writes = conn.prepare(sql).is_ok_and(|s| !s.readonly());
+            if writes {
+                return Err("the statement would write".into());
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.starts_with("no such table") || msg.starts_with("no such column") {
+                Ok(())
+            } else if msg.contains("ultiple statements") {
+                Err("holds more than one statement".into())
+            } else {
+                Err(format!("cannot be parsed by SQLite: {msg}"))
+            }
+        }
+    }
+}
+
+/// A keyword outside quotes that only a statement that writes (or changes the connection) uses. The
+/// reader also runs every query with `query_only` on: this is so the rule validator can say so first.
+fn write_keyword(sql: &str) -> Option<String> {
+    const WRITES: &[&str] = &[
+        "INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER", "ATTACH", "DETACH",
+        "PRAGMA", "VACUUM", "REINDEX", "UPSERT",
+    ];
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    for c in sql.chars().chain(std::iter::once(' ')) {
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c.to_ascii_uppercase());
+            continue;
+        }
+        if WRITES.contains(&word.as_str()) {
+            return Some(word);
+        }
+        word.clear();
+        if matches!(c, '\'' | '"' | '`' | '[') {
+            quote = Some(if c == '[' { ']' } else { c });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_that_writes_or_does_not_parse_is_refused() {
+        assert!(check_sql("SELECT id FROM session", 0).is_ok());
+        assert!(check_sql("SELECT data FROM message WHERE session_id = ?1", 1).is_ok());
+        assert!(check_sql("with x as (select 1) select * from x", 0).is_ok());
+        let e = check_sql("DELETE FROM session", 0).unwrap_err();
+        assert!(e.contains("DELETE"), "{e}");
+        assert!(check_sql("SELECT 1; DROP TABLE session", 0).is_err());
+        let e = check_sql("SELECT id FROM session WHERE", 0).unwrap_err();
+        assert!(e.contains("cannot be parsed"), "{e}");
+        let e = check_sql("SELECT 1", 1).unwrap_err();
+        assert!(e.contains("parameter"), "{e}");
+        let e = check_sql("WITH x AS (SELECT 1) DELETE FROM t", 0).unwrap_err();
+        assert!(e.contains("write (DELETE)"), "{e}");
+        // A keyword inside a string or a quoted name is data.
+        assert!(check_sql("SELECT 'delete me' AS \"update\" FROM part", 0).is_ok());
+    }
+
+    #[test]
+    fn hashes_are_hex_digests_of_the_path() {
+        assert_eq!(
+            HashAlgo::Md5.hex("/home/u/p"),
+            format!("{:x}", {
+                use sha2::Digest;
+                md5::Md5::digest(b"/home/u/p")
+            })
+        );
+        assert_eq!(HashAlgo::Sha256.hex("").len(), 64);
+    }
+}

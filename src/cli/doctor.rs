@@ -74,6 +74,22 @@ fn version_of(program: &Path) -> Option<String> {
         .filter(|l| !l.is_empty())
 }
 
+/// The repos almanac knows (`discover::registry`): where stores inside projects are looked for and
+/// hashed project paths placed.
+fn known_repos_check(cx: &Context) -> Check {
+    let known = crate::discover::registry::known(cx);
+    let list: Vec<String> = known.iter().map(|p| p.display().to_string()).collect();
+    check(
+        Status::Ok,
+        "known-repos",
+        match list.is_empty() {
+            true => "almanac knows no repo yet (`almanac init` and live sweeps add them)".into(),
+            false => format!("{} known repo(s): {}", list.len(), list.join(", ")),
+        },
+        None,
+    )
+}
+
 pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i32, Failure> {
     let mut checks = Vec::new();
     let config = config_check(cx, &mut checks);
@@ -83,6 +99,7 @@ pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i
         let summary = dry_sweep(cx, config, catalog);
         let repos = repos_of(&summary);
         checks.push(repos_check(&repos));
+        checks.push(known_repos_check(cx));
         checks.push(check(
             Status::Ok,
             "sweep",

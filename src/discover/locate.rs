@@ -81,6 +81,23 @@ pub fn find_store<'a>(
     path: &Path,
     forced: Option<&str>,
 ) -> Result<Match<'a>, Option<String>> {
+    // A view (`views`): its app is the directory under the views root.
+    if let Ok(rel) = path.strip_prefix(super::views::views_root(cx)) {
+        let mut parts = rel.components();
+        let app = parts
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let rule = app.as_deref().and_then(|a| catalog.get(a));
+        if let Some(rule) = rule.filter(|r| forced.is_none_or(|f| f == r.id) && r.reads_views()) {
+            return Ok(Match {
+                rule,
+                store: "view".into(),
+                root: super::views::views_root(cx).join(&rule.id),
+                root_from: "views".into(),
+                rel: parts.as_path().to_string_lossy().replace('\\', "/"),
+            });
+        }
+    }
     let canonical = path.canonicalize().ok();
     let mut excluded = None;
     for rule in &catalog.sets {

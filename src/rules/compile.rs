@@ -274,12 +274,17 @@ fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsR
                     )),
                     None => None,
                 };
+                let extract = match &t.extract {
+                    Some(re) => Some(cx.regex(&format!("{f}.extract"), re)?),
+                    None => None,
+                };
                 Some(TurnText {
                     when,
                     text: paths.into_iter().collect::<Option<Vec<_>>>()?,
                     group,
                     queued: t.queued,
                     placeholder,
+                    extract,
                 })
             })
             .collect()

@@ -129,6 +129,9 @@ pub struct TurnText {
     pub queued: bool,
     /// The text of a record that holds no text where `when` holds (an image-only prompt: `[image]`).
     pub placeholder: Option<(Predicate, String)>,
+    /// The text is group 1 of every match of this regex in what the paths select (Cline's `<task>`,
+    /// `<feedback>`, `<user_message>` wrappers); a record where it matches nothing holds no text.
+    pub extract: Option<Regex>,
 }
 
 /// How queued prompts reach the model: a queued prompt is held, not counted, until a record delivers
@@ -159,6 +162,9 @@ impl TurnText {
 
     /// Whether `text` would give any: the same test, without joining the parts.
     pub fn has_text<D: Doc>(&self, record: &D) -> bool {
+        if self.extract.is_some() {
+            return self.text(record).is_some();
+        }
         self.text
             .iter()
             .any(|p| p.any(record, |v| v.as_str().is_some_and(|s| !s.trim().is_empty())))
@@ -186,13 +192,26 @@ impl TurnText {
                     }
                     false
                 });
-                joined
+                match &self.extract {
+                    None => joined,
+                    Some(re) => extracted(re, &joined?),
+                }
             })
             .or_else(|| {
                 let (when, text) = self.placeholder.as_ref()?;
                 when.holds(record).then(|| text.clone())
             })
     }
+}
+
+/// Group 1 of every match of `re` in `text`, trimmed, joined by a blank line; None when nothing matched.
+fn extracted(re: &Regex, text: &str) -> Option<String> {
+    let parts: Vec<&str> = re
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).map(|g| g.as_str().trim()))
+        .filter(|s| !s.is_empty())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 impl RuleSet {

@@ -39,6 +39,11 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
         include_str!("../../rules/opencode.yaml"),
     ),
     ("rules/kilo.yaml", include_str!("../../rules/kilo.yaml")),
+    ("rules/cline.yaml", include_str!("../../rules/cline.yaml")),
+    (
+        "rules/continue.yaml",
+        include_str!("../../rules/continue.yaml"),
+    ),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -395,7 +400,10 @@ mod tests {
         let cat = load(&[]).expect("built-in rules load");
         assert_eq!(
             cat.ids(),
-            vec!["claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo"]
+            vec![
+                "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
+                "cline", "continue"
+            ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
         assert_eq!(cat.default_ids(), vec!["claude", "codex"]);
@@ -456,6 +464,7 @@ turns:
     - when: { exists: "$.u" }
       text: ["$.u", "$.v[*].text"]
       placeholder: { when: { exists: "$.image" }, text: "[image]" }
+      extract: "<task>(.*?)</task>"
     - text: ["$.q"]
       queued: true
   queue:

@@ -322,6 +322,7 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
             group: None,
             queued: false,
             placeholder: None,
+            extract: None,
         }],
         queue: None,
         assistant: vec![],

@@ -80,6 +80,8 @@ pub struct RawTurnText {
     #[serde(default)]
     pub queued: bool,
     pub placeholder: Option<RawPlaceholder>,
+    /// A regex whose group 1 (every match) is the text: a wrapper around the prompt.
+    pub extract: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -490,3 +490,111 @@ fn hostile_stores_are_refused_by_name() {
         "{err}"
     );
 }
+
+/// Copies a fixture tree into the world's home under `to`, its project this world's repo.
+fn copied_world(fixture: &str, to: &str) -> Live {
+    let l = live_world(3);
+    let src = Path::new(FIXTURES).join(fixture);
+    let repo = l.repo.to_str().unwrap().to_string();
+    for f in walk(&src) {
+        let rel = f.strip_prefix(&src).unwrap();
+        let text = std::fs::read_to_string(&f)
+            .unwrap()
+            .replace(REAL_CWD, &repo);
+        let dest = l.w.home().join(to).join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, text).unwrap();
+    }
+    l
+}
+
+#[test]
+fn cline_cli_sessions_give_prompts_inside_their_wrapper_and_subagents() {
+    let l = copied_world("real/stores/cline/.cline", ".cline");
+    let rows = sessions(&l, "cline");
+    // Two sessions; the spawn_agent child (agent_*.messages.json, origin.parentThreadId) is a subagent.
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let resumed = by_id(&rows, "1796277338110_se3e8");
+    assert_eq!(resumed["projectDir"], l.repo.to_str().unwrap());
+    // Tool results are user-role messages too; only the <user_input> text blocks are prompts.
+    assert_eq!(resumed["userTurns"], 2);
+    assert_eq!(
+        resumed["firstPrompt"],
+        "Summarize README.md in one sentence."
+    );
+    assert_eq!(resumed["lastPrompt"], "Now list the Python files here.");
+    let helper = by_id(&rows, "1796277435297_m9yj6");
+    assert_eq!(helper["userTurns"], 1);
+    assert_eq!(
+        helper["firstPrompt"],
+        "Ask a helper agent to check README.md."
+    );
+    let s = l.w.dry_run(&["--apps", "cline", "--quiet", "0m"]);
+    assert_eq!(s["stats"]["subagents"], 1, "{s}");
+}
+
+#[test]
+fn a_cline_vscode_task_is_placed_by_its_environment_details() {
+    let l = copied_world(
+        "synthetic/cline-vscode",
+        ".config/Code/User/globalStorage/saoudrizwan.claude-dev",
+    );
+    let rows = sessions(&l, "cline");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let task = by_id(&rows, "1777073160794");
+    assert_eq!(task["projectDir"], l.repo.to_str().unwrap());
+    // The <task> and the <feedback> are the prompts; the tool result and the completion's result are not.
+    assert_eq!(task["userTurns"], 2, "{task}");
+    assert_eq!(task["firstPrompt"], "What does src/main.rs do?");
+    assert_eq!(task["lastPrompt"], "Add a hello world to it.");
+}
+
+const CONTINUED: &str = "be78b65e-74dd-4539-bea4-241a55434035";
+
+#[test]
+fn a_continue_document_rewritten_with_the_same_messages_starts_no_run_and_a_new_exchange_one() {
+    let l = copied_world("real/stores/continue/.continue", ".continue");
+    let rows = sessions(&l, "continue");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let two = by_id(&rows, CONTINUED);
+    assert_eq!(two["projectDir"], l.repo.to_str().unwrap());
+    assert_eq!(two["userTurns"], 2);
+    assert_eq!(two["lastPrompt"], "Now list the Python files here.");
+    let s = l.sweep_args(&["--apps", "continue"]);
+    l.wait_idle();
+    assert!(
+        started(&s).iter().any(|r| r["sessionId"] == CONTINUED),
+        "{s}"
+    );
+
+    // Rewritten whole, as `cn` does after every turn: same messages, other totals and layout.
+    let path =
+        l.w.home()
+            .join(format!(".continue/sessions/{CONTINUED}.json"));
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    doc["usage"]["totalCost"] = serde_json::json!(0.5);
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let s = l.sweep_args(&["--apps", "continue"]);
+    assert!(started(&s).is_empty(), "{s}");
+    assert!(items(&s, "needsAttention").is_empty(), "{s}");
+
+    let history = doc["history"].as_array_mut().unwrap();
+    let before = history.len() as u64;
+    history.push(serde_json::json!({"message": {"role": "user", "content": "And the tests?"}, "contextItems": []}));
+    history.push(serde_json::json!({"message": {"role": "assistant", "content": "There are none."}, "contextItems": []}));
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let s = l.sweep_args(&["--apps", "continue"]);
+    l.wait_idle();
+    let runs = started(&s);
+    assert_eq!(runs.len(), 1, "{s}");
+    let prompt = l.prompt(runs[0]["runId"].as_str().unwrap());
+    assert!(
+        prompt.contains(&format!(
+            "Focus on messages {} to {}.",
+            before + 1,
+            before + 2
+        )),
+        "{prompt}"
+    );
+}

@@ -44,6 +44,7 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
         "rules/continue.yaml",
         include_str!("../../rules/continue.yaml"),
     ),
+    ("rules/crush.yaml", include_str!("../../rules/crush.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -402,7 +403,7 @@ mod tests {
             cat.ids(),
             vec![
                 "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "continue"
+                "cline", "continue", "crush"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.

@@ -56,6 +56,7 @@ pub fn gather(
     // Subagent files their path names were only counted; the others are told by their heads below.
     summary.stats.subagents += walk.subagents_by_path;
     summary.count_n(Reason::Subagent, walk.subagents_by_path);
+    (summary.stats.stores_read, summary.stats.sessions_read) = discover::views::take_reads();
     // Stores read into views that could not be read now: a busy one is read again next time.
     for e in discover::views::take_errors() {
         let item = SkippedItem {

@@ -97,6 +97,10 @@ pub struct Stats {
     pub unreadable: u64,
     pub duplicates: u64,
     pub subagents: u64,
+    /// Stores that are not JSONL read (copied, parsed) this sweep, and the sessions of them whose
+    /// messages were read: an unchanged store is neither (`discover::views`).
+    pub stores_read: u64,
+    pub sessions_read: u64,
 }
 
 #[derive(Debug, Serialize)]

@@ -598,3 +598,86 @@ fn a_continue_document_rewritten_with_the_same_messages_starts_no_run_and_a_new_
         "{prompt}"
     );
 }
+
+#[test]
+fn an_unchanged_store_costs_no_read_and_a_changed_session_one_query() {
+    let l = opencode_world();
+    let reads = |s: &serde_json::Value| {
+        (
+            s["stats"]["storesRead"].clone(),
+            s["stats"]["sessionsRead"].clone(),
+        )
+    };
+    let dry = || l.w.dry_run(&["--apps", "opencode", "--quiet", "0m"]);
+    assert_eq!(
+        reads(&dry()),
+        (1.into(), 6.into()),
+        "first read: every session"
+    );
+    assert_eq!(
+        reads(&dry()),
+        (0.into(), 0.into()),
+        "nothing changed: no copy, no query"
+    );
+    let c = Connection::open(db_path(&l)).unwrap();
+    add_exchange(&c, TWO_PROMPTS, 3, "One more.");
+    drop(c);
+    assert_eq!(
+        reads(&dry()),
+        (1.into(), 1.into()),
+        "one session's messages read again"
+    );
+}
+
+/// Stores inside projects are looked for in the repos almanac knows, never by walking the disk.
+#[test]
+fn crush_and_old_opencode_stores_inside_a_repo_are_found_once_the_repo_is_known() {
+    for (app, fixture, dir, main, child) in [
+        (
+            "crush",
+            "synthetic/stores/crush/.crush/crush.db",
+            ".crush/crush.db",
+            "47e21250-a807-4bdd-8363-ef06531e5f2a",
+            "44858f3e-bd66-4658-820e-bbb209ca7554$$toolu_01XuBosfQOuGWB4CnK8Jihzl",
+        ),
+        (
+            "opencode",
+            "synthetic/stores/opencode-go/.opencode/opencode.db",
+            ".opencode/opencode.db",
+            "a924814d-e9d3-4d22-aa49-e1484add107f",
+            "toolu_01I4P8r50zTBPrI15qxq0kGH",
+        ),
+    ] {
+        let l = live_world(3);
+        let db = l.repo.join(dir);
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        std::fs::copy(Path::new(FIXTURES).join(fixture), &db).unwrap();
+        assert!(
+            sessions(&l, app).is_empty(),
+            "{app}: found before the repo is known"
+        );
+        let mut init = l.w.almanac();
+        init.args(["init", l.repo.to_str().unwrap()]);
+        stdout_ok(&mut init);
+        let rows = sessions(&l, app);
+        // Two sessions; the agent tool's child session (parent_session_id) is a subagent.
+        assert_eq!(rows.len(), 2, "{app}: {rows:?}");
+        assert!(!rows.iter().any(|r| r["sessionId"] == child), "{app}");
+        let two = by_id(&rows, main);
+        assert_eq!(two["projectDir"], l.repo.to_str().unwrap(), "{app}");
+        // Tool messages are their own role; the attachment is not a prompt of its own.
+        assert_eq!(two["userTurns"], 2, "{app}: {two}");
+        assert_eq!(
+            two["lastPrompt"], "Where is the config file actually loaded? See my notes.",
+            "{app}"
+        );
+        let s = l.w.dry_run(&["--apps", app, "--quiet", "0m"]);
+        assert_eq!(s["stats"]["subagents"], 1, "{app}: {s}");
+        // Nothing is written beside the store.
+        let entries: Vec<String> = std::fs::read_dir(db.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(entries.len(), 1, "{app}: {entries:?}");
+    }
+}

@@ -297,6 +297,7 @@ pub fn views_of(
                 s.id == id && s.updated.as_deref() == updated && dir.join(&s.file).is_file()
             })
     };
+    STORES_READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let sessions = match read::read_store(spec, store, rel, &unchanged) {
         Ok(s) => s,
         Err(e) => {
@@ -322,6 +323,8 @@ pub fn views_of(
         sessions: Vec::new(),
     };
     let mut error = None;
+    let queried = sessions.iter().filter(|s| s.messages.is_some()).count() as u64;
+    SESSIONS_QUERIED.fetch_add(queried, std::sync::atomic::Ordering::Relaxed);
     for s in &sessions {
         let file = file_name(&s.id);
         let path = dir.join(&file);
@@ -368,6 +371,20 @@ pub struct StoreError {
     pub store: PathBuf,
     pub busy: bool,
     pub message: String,
+}
+
+/// Store files read (copied, parsed) and SQLite sessions queried for their messages in this process:
+/// what a sweep of unchanged stores must keep at zero.
+static STORES_READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static SESSIONS_QUERIED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// (store files read, sessions whose messages were read) since the last call.
+pub fn take_reads() -> (u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (
+        STORES_READ.swap(0, Relaxed),
+        SESSIONS_QUERIED.swap(0, Relaxed),
+    )
 }
 
 static ERRORS: std::sync::Mutex<Vec<StoreError>> = std::sync::Mutex::new(Vec::new());

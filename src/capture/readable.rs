@@ -11,12 +11,18 @@ use std::path::Path;
 
 /// The most of one message's text written (a longer one is cut, and says so).
 const MAX_MESSAGE_CHARS: usize = 64 * 1024;
+/// The most of a record written as JSON (one that is neither a prompt nor an answer: a tool result).
+const MAX_RECORD_CHARS: usize = 4 * 1024;
 
 /// A message's role, text and tool names by the rule set's `turns`.
 fn describe(rule: &RuleSet, m: &Value) -> (&'static str, Option<String>, Vec<String>) {
     let Some(t) = &rule.turns else {
         return ("message", None, Vec::new());
     };
+    // What the app wrote in the user's place (its context, a shell command's record): not the user's.
+    if t.ignore.iter().any(|p| p.holds(m)) {
+        return ("context, not a prompt", None, Vec::new());
+    }
     let tools: Vec<String> = t
         .tools
         .iter()
@@ -36,11 +42,11 @@ fn describe(rule: &RuleSet, m: &Value) -> (&'static str, Option<String>, Vec<Str
     ("other", None, tools)
 }
 
-fn cut(text: &str) -> String {
-    if text.len() <= MAX_MESSAGE_CHARS {
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut end = MAX_MESSAGE_CHARS;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -75,8 +81,12 @@ pub fn write(rule: &RuleSet, view: &Path, out: &Path) -> std::io::Result<()> {
             let (role, text, tools) = describe(rule, &v);
             writeln!(w, "## Message {i} ({role})\n")?;
             match text {
-                Some(t) => writeln!(w, "{}\n", cut(&t))?,
-                None if role == "other" => writeln!(w, "```json\n{}\n```\n", cut(&v.to_string()))?,
+                Some(t) => writeln!(w, "{}\n", cut(&t, MAX_MESSAGE_CHARS))?,
+                None if tools.is_empty() => writeln!(
+                    w,
+                    "```json\n{}\n```\n",
+                    cut(&v.to_string(), MAX_RECORD_CHARS)
+                )?,
                 None => {}
             }
             if !tools.is_empty() {

@@ -86,7 +86,8 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
             || s.session.id_from_path.is_some()
             || s.session.parent.is_some()
             || s.session.updated.is_some()
-            || s.session.message_id.is_some();
+            || s.session.message_id.is_some()
+            || s.session.drop_message_ids.is_some();
         if view_keys {
             cx.err(
                 at("session"),
@@ -177,6 +178,11 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     let parent = opt(cx, "parent", &s.session.parent);
     let updated = opt(cx, "updated", &s.session.updated);
     let message_id = opt(cx, "message_id", &s.session.message_id);
+    let drop_message_ids = s
+        .session
+        .drop_message_ids
+        .as_ref()
+        .and_then(|r| cx.regex(&at("session.drop_message_ids"), r));
     let project: Vec<ProjectSource> = s
         .project
         .iter()
@@ -193,6 +199,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         parent,
         updated,
         message_id,
+        drop_message_ids,
         project,
     })))
 }

@@ -492,7 +492,7 @@ stores:
       sessions: "SELECT id FROM session"
       messages: "SELECT id, data FROM message WHERE session_id = ?1"
       json_columns: [data]
-    session: { id: ["$.id"], parent: "$.parent_id", updated: "$.updated", message_id: "$.id" }
+    session: { id: ["$.id"], parent: "$.parent_id", updated: "$.updated", message_id: "$.id", drop_message_ids: "_x$" }
     project: [ { store_dir: 1 } ]
   - name: docs
     format: json

@@ -134,6 +134,8 @@ pub struct RawViewSession {
     pub parent: Option<String>,
     pub updated: Option<String>,
     pub message_id: Option<String>,
+    /// Messages whose id this regex matches are left out of the view (a store's own duplicates).
+    pub drop_message_ids: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

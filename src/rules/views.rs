@@ -70,6 +70,8 @@ pub struct ViewSpec {
     pub updated: Option<JsonPath>,
     /// A message's stable id; without one, a hash of its content.
     pub message_id: Option<JsonPath>,
+    /// Messages whose id matches are left out of the view.
+    pub drop_message_ids: Option<Regex>,
     /// Where the session's project directory is, tried in order.
     pub project: Vec<ProjectSource>,
 }

@@ -33,6 +33,7 @@ mod perf;
 mod polish;
 mod prompts;
 mod real_clients;
+mod real_stores;
 mod resources;
 mod rules_cli;
 mod schedulers;

@@ -10,6 +10,12 @@
 //!   `POST /v1/chat/completions` (streamed `chat.completion.chunk`s with `delta.content` or
 //!   `delta.tool_calls`, a usage chunk, then `data: [DONE]`; one JSON `chat.completion` when `stream` is
 //!   false) and `GET /v1/models`.
+//! - Gemini (`generativelanguage` v1beta), for Gemini CLI: `POST .../models/<m>:streamGenerateContent`
+//!   (server-sent `data:` events, one `GenerateContentResponse` whose candidate holds a `text` or a
+//!   `functionCall` part), `:generateContent` (the same response as one JSON body) and `:countTokens`.
+//!   A JSON-mode request (`generationConfig.responseMimeType` `application/json`: Gemini CLI's model
+//!   router and next-speaker checks) is answered with JSON that fits its `responseJsonSchema`, whatever
+//!   the queue holds (it offers no tools, so it takes no turn).
 //!
 //! Replies are scripted: a queue of turns per server. Only requests that offer tools (the agent's main
 //! loop) take a turn from the queue; side requests (titles, quota checks) and requests after the queue
@@ -143,7 +149,10 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let mut st = state.lock().unwrap();
         st.log.push(req.clone());
         st.counter += 1;
-        let takes = req.method == "POST" && req.has_tools() && !req.path.contains("count_tokens");
+        let takes = req.method == "POST"
+            && req.has_tools()
+            && !req.path.contains("count_tokens")
+            && !req.path.contains(":countTokens");
         let turn = if takes { st.turns.pop_front() } else { None };
         (turn.unwrap_or(Turn::Text("ok".into())), st.counter)
     };
@@ -179,6 +188,26 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     if p.ends_with("/count_tokens") {
         return respond(&mut out, 200, "application/json", br#"{"input_tokens":10}"#);
     }
+    if p.ends_with(":countTokens") {
+        return respond(&mut out, 200, "application/json", br#"{"totalTokens":10}"#);
+    }
+    if p.ends_with(":streamGenerateContent") || p.ends_with(":generateContent") {
+        let model = p
+            .rsplit("/models/")
+            .next()
+            .and_then(|m| m.split(':').next())
+            .unwrap_or("gemini-mock");
+        let reply = gemini_response(&turn, n, model, &req.body);
+        if p.ends_with(":streamGenerateContent") {
+            return data_only_sse(&mut out, &[reply], false);
+        }
+        return respond(
+            &mut out,
+            200,
+            "application/json",
+            reply.to_string().as_bytes(),
+        );
+    }
     if p.ends_with("/v1/messages") {
         if req.body["stream"] == true {
             return sse(&mut out, &anthropic_events(&turn, n, &req.body["model"]));
@@ -196,7 +225,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     if p.ends_with("/chat/completions") {
         if req.body["stream"] == true {
-            return data_only_sse(&mut out, &chat_chunks(&turn, n, &req.body["model"]));
+            return data_only_sse(&mut out, &chat_chunks(&turn, n, &req.body["model"]), true);
         }
         let done = chat_completion(&turn, n, &req.body["model"]);
         return respond(
@@ -344,15 +373,18 @@ fn responses_events(turn: &Turn, n: u64) -> Vec<Value> {
     events
 }
 
-/// Server-sent events without `event:` lines, ending `data: [DONE]` (the chat completions stream).
-fn data_only_sse(out: &mut TcpStream, events: &[Value]) -> std::io::Result<()> {
+/// Server-sent events without `event:` lines, ending `data: [DONE]` when `done` (the chat completions
+/// stream; Gemini's just ends).
+fn data_only_sse(out: &mut TcpStream, events: &[Value], done: bool) -> std::io::Result<()> {
     let mut text = String::from(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
     );
     for e in events {
         text.push_str(&format!("data: {e}\n\n"));
     }
-    text.push_str("data: [DONE]\n\n");
+    if done {
+        text.push_str("data: [DONE]\n\n");
+    }
     out.write_all(text.as_bytes())?;
     out.flush()
 }
@@ -404,4 +436,77 @@ fn chat_chunks(turn: &Turn, n: u64, model: &Value) -> Vec<Value> {
 
 fn model_or(model: &Value, default: &str) -> Value {
     model.as_str().map_or(json!(default), |m| json!(m))
+}
+
+/// One Gemini `GenerateContentResponse`: the turn as a `text` or `functionCall` part, or, for a
+/// JSON-mode request, JSON text that fits the request's response schema.
+fn gemini_response(turn: &Turn, n: u64, model: &str, body: &Value) -> Value {
+    let config = &body["generationConfig"];
+    let part = if config["responseMimeType"] == "application/json" {
+        let schema = if config["responseJsonSchema"].is_object() {
+            &config["responseJsonSchema"]
+        } else {
+            &config["responseSchema"]
+        };
+        json!({"text": schema_value(schema).to_string()})
+    } else {
+        match turn {
+            Turn::Tool { name, input } => {
+                json!({"functionCall": {"name": name, "args": input, "id": format!("call_mock{n}")}})
+            }
+            Turn::Text(t) => json!({"text": t}),
+            Turn::Error(_) | Turn::Hang => json!({"text": ""}),
+        }
+    };
+    json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
+        "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": model, "responseId": format!("mockresp{n}")})
+}
+
+/// A value that fits a JSON schema (OpenAPI-style upper-case types too): every property, the first
+/// enum value (`user` or `flash` where offered: the next-speaker check then hands the turn back, the
+/// router picks the flash model), numbers at their `minimum` or 1 (the router's complexity score
+/// must be at least 1), empty arrays, `false`, and `"mock"` for strings.
+pub fn schema_value(schema: &Value) -> Value {
+    if let Some(choices) = schema["enum"].as_array().filter(|e| !e.is_empty()) {
+        return ["user", "flash"]
+            .iter()
+            .find(|p| choices.iter().any(|c| c == **p))
+            .map_or_else(|| choices[0].clone(), |p| json!(p));
+    }
+    let kind = match &schema["type"] {
+        Value::String(t) => t.to_ascii_lowercase(),
+        Value::Array(ts) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| !t.eq_ignore_ascii_case("null"))
+            .unwrap_or("string")
+            .to_ascii_lowercase(),
+        _ if schema["properties"].is_object() => "object".into(),
+        _ => "string".into(),
+    };
+    match kind.as_str() {
+        "object" => Value::Object(
+            schema["properties"]
+                .as_object()
+                .map(|props| {
+                    props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), schema_value(v)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        "array" => json!([]),
+        "integer" | "number" => {
+            if schema["minimum"].is_number() {
+                schema["minimum"].clone()
+            } else {
+                json!(1)
+            }
+        }
+        "boolean" => json!(false),
+        _ => json!("mock"),
+    }
 }

@@ -196,6 +196,14 @@ impl Made<'_> {
                     let h = crate::rules::views::HashAlgo::Sha256.hex(&m.to_string());
                     format!("c-{}", &h[..16])
                 });
+            if self
+                .spec
+                .drop_message_ids
+                .as_ref()
+                .is_some_and(|re| re.is_match(&base))
+            {
+                continue;
+            }
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
             let id = if *n == 1 { base } else { format!("{base}~{n}") };

@@ -207,6 +207,7 @@ mod tests {
             parent: None,
             updated: None,
             message_id: Some(JsonPath::parse("$.id").unwrap()),
+            drop_message_ids: None,
             project: Vec::new(),
         }
     }

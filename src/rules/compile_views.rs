@@ -80,6 +80,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     };
     stray(cx, "sqlite", s.sqlite.is_some() && format != "sqlite");
     stray(cx, "document", s.document.is_some() && format != "json");
+    stray(cx, "markdown", s.markdown.is_some() && format != "markdown");
     if format == "jsonl" {
         let view_keys = !s.project.is_empty()
             || !s.session.id.is_empty()
@@ -142,11 +143,22 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
                 json_columns: q.json_columns.clone(),
             }
         }
+        "markdown" => {
+            let Some(m) = &s.markdown else {
+                cx.err(
+                    at("markdown"),
+                    "a `markdown` store needs `markdown.session` and `markdown.prompt`",
+                    "see docs/stores.md",
+                );
+                return None;
+            };
+            ViewFormat::Markdown(Box::new(markdown_spec(cx, &at("markdown"), m)?))
+        }
         other => {
             cx.err(
                 at("format"),
                 format!("unknown store format `{other}`"),
-                "one of jsonl, jsonl-replay, json, sqlite",
+                "one of jsonl, jsonl-replay, json, sqlite, markdown",
             );
             return None;
         }
@@ -164,7 +176,8 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         .id_from_path
         .as_ref()
         .and_then(|r| cx.regex(&at("session.id_from_path"), r));
-    if s.session.id.is_empty() && s.session.id_from_path.is_none() {
+    let names_itself = matches!(view_format, ViewFormat::Markdown(_));
+    if s.session.id.is_empty() && s.session.id_from_path.is_none() && !names_itself {
         cx.err(
             at("session"),
             "a store read into views needs `session.id` or `session.id_from_path`",
@@ -207,8 +220,59 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
 fn owner(key: &str) -> &'static str {
     match key {
         "sqlite" => "sqlite",
+        "markdown" => "markdown",
         _ => "json",
     }
+}
+
+fn markdown_spec(cx: &mut Ctx<'_>, at: &str, m: &RawMarkdown) -> Option<MarkdownSpec> {
+    let before = cx.diags.len();
+    let grouped = |cx: &mut Ctx<'_>, key: &str, text: &str| {
+        let re = cx.regex(&format!("{at}.{key}"), text)?;
+        if re.captures_len() < 2 {
+            cx.err(
+                format!("{at}.{key}"),
+                "the regex needs a group (group 1 is the value)",
+                "e.g. '^# aider chat started at (.+)$'",
+            );
+            return None;
+        }
+        Some(re)
+    };
+    let session = grouped(cx, "session", &m.session);
+    let prompt = grouped(cx, "prompt", &m.prompt);
+    let status = m
+        .status
+        .as_ref()
+        .and_then(|r| cx.regex(&format!("{at}.status"), r));
+    let input = match &m.input {
+        None => None,
+        Some(i) => {
+            if !i.file.starts_with("{dir}") {
+                cx.err(
+                    format!("{at}.input.file"),
+                    "the input log's path starts at the chat log's directory, `{dir}`",
+                    "e.g. \"{dir}/.aider.input.history\"",
+                );
+            }
+            let entry = grouped(cx, "input.entry", &i.entry);
+            let line = grouped(cx, "input.line", &i.line);
+            Some(MarkdownInput {
+                file: i.file.clone(),
+                entry: entry?,
+                line: line?,
+            })
+        }
+    };
+    if cx.diags.len() > before {
+        return None;
+    }
+    Some(MarkdownSpec {
+        session: session?,
+        prompt: prompt?,
+        status,
+        input,
+    })
 }
 
 fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectSource> {

@@ -45,6 +45,7 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
         include_str!("../../rules/continue.yaml"),
     ),
     ("rules/crush.yaml", include_str!("../../rules/crush.yaml")),
+    ("rules/aider.yaml", include_str!("../../rules/aider.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -403,7 +404,7 @@ mod tests {
             cat.ids(),
             vec![
                 "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "continue", "crush"
+                "cline", "continue", "crush", "aider"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
@@ -505,6 +506,16 @@ stores:
       - { sidecar: "{dir}/{id}.json", field: "$.cwd" }
       - { field: "$.hash", hash: md5 }
       - { text: "cwd \\((.+?)\\)" }
+  - name: log
+    format: markdown
+    roots: [ { known_repos: true } ]
+    include: [".chat.md"]
+    markdown:
+      session: '^# started (.+)$'
+      prompt: '^#### (.*)$'
+      status: '^> '
+      input: { file: "{dir}/.input", entry: '^# (.+)$', line: '^\+(.*)$' }
+    project: [ { store_dir: 0 } ]
 "#;
 
     #[test]

@@ -104,6 +104,7 @@ pub struct RawStore {
     pub format: Option<String>,
     pub sqlite: Option<RawSqlite>,
     pub document: Option<RawDocument>,
+    pub markdown: Option<RawMarkdown>,
     #[serde(default)]
     pub session: RawViewSession,
     #[serde(default)]
@@ -123,6 +124,23 @@ pub struct RawSqlite {
 #[serde(deny_unknown_fields)]
 pub struct RawDocument {
     pub messages: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMarkdown {
+    pub session: String,
+    pub prompt: String,
+    pub status: Option<String>,
+    pub input: Option<RawMarkdownInput>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMarkdownInput {
+    pub file: String,
+    pub entry: String,
+    pub line: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -45,6 +45,28 @@ pub enum ViewFormat {
         messages: String,
         json_columns: Vec<String>,
     },
+    /// An append-only Markdown chat log of many sessions (`discover::views::markdown`).
+    Markdown(Box<MarkdownSpec>),
+}
+
+/// A Markdown chat log: a line `session` matches starts a session (group 1 its start, a time that sorts
+/// as text); `prompt` lines (group 1 the text) are the user's, `status` lines the tool's own output,
+/// the rest the answers. `input`: a log beside it of what the user typed, entries starting at an `entry`
+/// line (group 1 their time, comparable with the session's) and made of `line`s (group 1 the text).
+#[derive(Debug)]
+pub struct MarkdownSpec {
+    pub session: Regex,
+    pub prompt: Regex,
+    pub status: Option<Regex>,
+    pub input: Option<MarkdownInput>,
+}
+
+#[derive(Debug)]
+pub struct MarkdownInput {
+    /// A path template as a sidecar's (`{dir}` is the log's directory).
+    pub file: String,
+    pub entry: Regex,
+    pub line: Regex,
 }
 
 impl ViewFormat {
@@ -53,6 +75,7 @@ impl ViewFormat {
             ViewFormat::Replay => "jsonl-replay",
             ViewFormat::Json { .. } => "json",
             ViewFormat::Sqlite { .. } => "sqlite",
+            ViewFormat::Markdown(_) => "markdown",
         }
     }
 }

@@ -681,3 +681,106 @@ fn crush_and_old_opencode_stores_inside_a_repo_are_found_once_the_repo_is_known(
         assert_eq!(entries.len(), 1, "{app}: {entries:?}");
     }
 }
+
+/// Aider's chat log of a repo with six sessions (Aider 0.86.2 against the mock: `--message` runs, `/ask`,
+/// an interactive session ending in `/exit`, piped input, a multi-line prompt).
+#[test]
+fn aider_sessions_take_their_prompts_from_the_input_history_and_a_grown_one_is_captured_alone() {
+    let l = live_world(3);
+    for f in [".aider.chat.history.md", ".aider.input.history"] {
+        std::fs::copy(
+            Path::new(FIXTURES).join("real/stores/aider").join(f),
+            l.repo.join(f),
+        )
+        .unwrap();
+    }
+    assert!(
+        sessions(&l, "aider").is_empty(),
+        "found before the repo is known"
+    );
+    let mut init = l.w.almanac();
+    init.args(["init", l.repo.to_str().unwrap()]);
+    stdout_ok(&mut init);
+    let rows = sessions(&l, "aider");
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let log = l.repo.join(".aider.chat.history.md");
+    let at = |time: &str| by_id(&rows, &format!("{}#2026-12-03 {time}", log.display())).clone();
+    for r in &rows {
+        assert_eq!(r["projectDir"], l.repo.to_str().unwrap());
+    }
+    let turns = |r: &serde_json::Value| {
+        (
+            r["userTurns"].as_u64().unwrap(),
+            r["firstPrompt"].clone(),
+            r["lastPrompt"].clone(),
+        )
+    };
+    assert_eq!(
+        turns(&at("05:59:50")),
+        (
+            1,
+            "Summarize README.md in one sentence.".into(),
+            "Summarize README.md in one sentence.".into()
+        )
+    );
+    // `/ask Q` is echoed twice in the log; the typed entry is one prompt, Q.
+    assert_eq!(
+        turns(&at("06:00:48")),
+        (
+            1,
+            "What does hello.py do?".into(),
+            "What does hello.py do?".into()
+        )
+    );
+    // Two prompts typed, then `/exit`: a local command.
+    assert_eq!(
+        turns(&at("06:01:08")),
+        (
+            2,
+            "What is in README.md?".into(),
+            "And what does hello.py return?".into()
+        )
+    );
+    // Piped input writes no input history: the `#### ` lines are the prompts.
+    assert_eq!(
+        turns(&at("06:01:45")),
+        (2, "Piped prompt one.".into(), "Piped prompt two.".into())
+    );
+    // A multi-line prompt is one.
+    assert_eq!(at("06:01:55")["userTurns"], 1);
+
+    let s = l.sweep_args(&["--apps", "aider"]);
+    l.wait_idle();
+    assert_eq!(started(&s).len(), 6, "{s}");
+    // The last session goes on: one prompt more, in both files.
+    let mut md = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut md, b"\n#### And the tests?  \n\nThere are none.\n\n").unwrap();
+    let mut input = std::fs::OpenOptions::new()
+        .append(true)
+        .open(l.repo.join(".aider.input.history"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut input,
+        b"\n# 2026-12-03 06:05:00.120000\n+And the tests?\n",
+    )
+    .unwrap();
+    let s = l.sweep_args(&["--apps", "aider"]);
+    l.wait_idle();
+    let runs = started(&s);
+    assert_eq!(runs.len(), 1, "{s}");
+    assert_eq!(
+        runs[0]["sessionId"],
+        format!("{}#2026-12-03 06:01:55", log.display())
+    );
+    let run_id = runs[0]["runId"].as_str().unwrap();
+    let text =
+        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
+            .unwrap();
+    assert!(text.contains("(user)\n\nAnd the tests?"), "{text}");
+    assert!(
+        l.prompt(run_id)
+            .contains("previously captured through message"),
+        "{}",
+        l.prompt(run_id)
+    );
+}

@@ -8,6 +8,7 @@
 //! `index.json` that remembers the store's size, mtime and identity (and its WAL's): a store that kept
 //! them costs no read and no query; a view is rewritten only when its bytes change.
 
+mod markdown;
 mod project;
 pub mod read;
 mod sqlite;
@@ -93,7 +94,13 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
     } else {
         String::new()
     };
-    // Sidecar files the project is read from (those named without the session id).
+    // Sidecar files the project is read from (those named without the session id), and a Markdown
+    // log's input log.
+    let input = match &spec.format {
+        crate::rules::views::ViewFormat::Markdown(md) => md.input.as_ref().map(|i| &i.file),
+        _ => None,
+    };
+    let input = input.map(|t| part(&project::sidecar_path(t, store, "")).unwrap_or_default());
     let sidecars: Vec<String> = spec
         .project
         .iter()
@@ -105,6 +112,7 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
             }
             _ => None,
         })
+        .chain(input)
         .collect();
     Ok(format!(
         "v{VIEW_VERSION} {main} wal={wal} rule={} known={known} sidecars={}",

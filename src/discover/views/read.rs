@@ -81,6 +81,7 @@ pub fn read_store(
             })?;
             one(spec, rel, document(messages, doc))
         }
+        ViewFormat::Markdown(md) => super::markdown::read(md, path, &read_document(path)?),
         ViewFormat::Sqlite {
             sessions,
             messages,

@@ -364,7 +364,7 @@ fn events(ran: &Ran) -> Vec<Value> {
         .collect()
 }
 
-fn write_config(path: &Path, v: &Value) {
+pub(crate) fn write_config(path: &Path, v: &Value) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }
@@ -449,7 +449,7 @@ impl Installed {
 }
 
 /// The repo the CLIs work in: a git repo (as a user's would be) holding README.md.
-fn prepare_repo(repo: &Path) {
+pub(crate) fn prepare_repo(repo: &Path) {
     std::fs::write(repo.join("README.md"), "# app\nA tiny project.\n").unwrap();
     for args in [
         &["init", "-q"][..],
@@ -480,7 +480,7 @@ fn prepare_repo(repo: &Path) {
     }
 }
 
-fn sessions(l: &Live, app: &str) -> Vec<Value> {
+pub(crate) fn sessions(l: &Live, app: &str) -> Vec<Value> {
     let mut cmd = l.w.almanac();
     cmd.args(["capture", "sessions", "--json", "--apps", app]);
     json_ok(&mut cmd)["sessions"]
@@ -490,7 +490,7 @@ fn sessions(l: &Live, app: &str) -> Vec<Value> {
 }
 
 /// The number of the readable copy's message (`## Message N (role)`) that holds `needle`.
-fn message_holding(text: &str, needle: &str) -> Option<u64> {
+pub(crate) fn message_holding(text: &str, needle: &str) -> Option<u64> {
     let at = text.find(needle)?;
     let head = text[..at].rfind("## Message ")?;
     text[head + "## Message ".len()..]
@@ -501,7 +501,7 @@ fn message_holding(text: &str, needle: &str) -> Option<u64> {
 }
 
 /// The one run a sweep started, for `session`.
-fn one_started(s: &Value, session: &str) -> Value {
+pub(crate) fn one_started(s: &Value, session: &str) -> Value {
     let started = items(s, "started");
     assert_eq!(started.len(), 1, "exactly one run: {s}");
     assert_eq!(started[0]["sessionId"], session, "{s}");
@@ -509,7 +509,7 @@ fn one_started(s: &Value, session: &str) -> Value {
 }
 
 /// The number after `label` in `text` (`... message 7.` gives 7).
-fn number_after(text: &str, label: &str) -> Option<u64> {
+pub(crate) fn number_after(text: &str, label: &str) -> Option<u64> {
     let at = text.find(label)? + label.len();
     text[at..]
         .split(|c: char| !c.is_ascii_digit())

@@ -172,7 +172,12 @@ pub fn store_vars(catalog: &crate::rules::Catalog) -> Vec<String> {
     out
 }
 
-/// What a job carries besides PATH: `ALMANAC_HOME` always, absolute; each store variable set now.
+/// Variables the OS sets in every session of the user, the scheduler's included: a store root may read
+/// them (`%APPDATA%` for VS Code's storage), but a job need not carry them.
+const SESSION_VARS: &[&str] = &["APPDATA", "LOCALAPPDATA", "USERPROFILE", "HOME"];
+
+/// What a job carries besides PATH: `ALMANAC_HOME` always, absolute; each store variable set now (not
+/// those every session of the user has).
 fn job_env(cx: &Context, store_vars: &[String]) -> Vec<(String, String)> {
     let home = if cx.almanac_home.is_absolute() {
         cx.almanac_home.clone()
@@ -187,7 +192,7 @@ fn job_env(cx: &Context, store_vars: &[String]) -> Vec<(String, String)> {
     )];
     for name in store_vars {
         if let Some(v) = cx.var(name).filter(|v| !v.is_empty()) {
-            if name != "ALMANAC_HOME" && name != "PATH" {
+            if name != "ALMANAC_HOME" && name != "PATH" && !SESSION_VARS.contains(&name.as_str()) {
                 env.push((name.clone(), v.to_string()));
             }
         }

@@ -21,6 +21,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// `ResolvedRoot::from` of a root that is a repo almanac knows.
+pub const KNOWN_REPOS: &str = "known repos";
+
 /// A store root after environment expansion.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,7 +56,7 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
                         store: store.name.clone(),
                         exists: path.is_dir(),
                         path,
-                        from: "known repos".into(),
+                        from: KNOWN_REPOS.into(),
                     });
                 }
             }
@@ -115,12 +118,16 @@ pub fn idle_apps<'a>(
         .iter()
         .filter(|s| !enabled.contains(&s.id))
         .filter_map(|rule| {
+            // A known repo is a root of stores that live inside projects: it counts when it holds one.
+            let holds = |st: &Store, r: &ResolvedRoot| {
+                r.from != KNOWN_REPOS || st.include_patterns.iter().any(|p| r.path.join(p).exists())
+            };
             let roots: Vec<PathBuf> = rule
                 .stores
                 .iter()
-                .flat_map(|st| resolve_roots(st, cx))
-                .filter(|r| r.exists)
-                .map(|r| r.path)
+                .flat_map(|st| resolve_roots(st, cx).into_iter().map(move |r| (st, r)))
+                .filter(|(st, r)| r.exists && holds(st, r))
+                .map(|(_, r)| r.path)
                 .collect();
             (!roots.is_empty()).then_some(IdleApp { rule, roots })
         })

@@ -100,43 +100,7 @@ pub fn rule_set(
     };
     super::compile_views::view_fields(&mut cx, &mut raw);
 
-    let mut stores = Vec::new();
-    for (i, s) in raw.stores.iter().enumerate() {
-        let include = cx.globs(&format!("stores[{i}].include"), &s.include);
-        let exclude = cx.globs(&format!("stores[{i}].exclude"), &s.exclude);
-        let kind = super::compile_views::store_kind(&mut cx, i, s);
-        for (j, r) in s.roots.iter().enumerate() {
-            if r.env.is_none() && r.default.is_empty() && !r.known_repos {
-                cx.err(
-                    format!("stores[{i}].roots[{j}]"),
-                    "a root needs `env` or `default`",
-                    "e.g. {env: CODEX_HOME, default: [\"~/.codex\"], join: sessions}",
-                );
-            }
-        }
-        if let (Some(include), Some(exclude), Some(kind)) = (include, exclude, kind) {
-            stores.push(Store {
-                name: s.name.clone(),
-                roots: s
-                    .roots
-                    .iter()
-                    .map(|r| RootSpec {
-                        env: r.env.clone(),
-                        split: r.split.clone(),
-                        default: r.default.clone(),
-                        join: r.join.clone(),
-                        known_repos: r.known_repos,
-                    })
-                    .collect(),
-                include,
-                include_patterns: s.include.clone(),
-                exclude,
-                exclude_patterns: s.exclude.clone(),
-                follow_symlinks: s.follow_symlinks.unwrap_or(true),
-                kind,
-            });
-        }
-    }
+    let stores = stores(&mut cx, &raw.stores);
 
     let mut head = DEFAULT_HEAD;
     if let Some(n) = raw.head.max_records {
@@ -215,6 +179,48 @@ pub fn rule_set(
     };
     set.head_reads = set.head_needs();
     Some(set)
+}
+
+/// The stores of a rule set; one with a problem is left out after its diagnostic.
+fn stores(cx: &mut Ctx<'_>, raw: &[RawStore]) -> Vec<Store> {
+    let mut stores = Vec::new();
+    for (i, s) in raw.iter().enumerate() {
+        let include = cx.globs(&format!("stores[{i}].include"), &s.include);
+        let exclude = cx.globs(&format!("stores[{i}].exclude"), &s.exclude);
+        let kind = super::compile_views::store_kind(cx, i, s);
+        for (j, r) in s.roots.iter().enumerate() {
+            if r.env.is_none() && r.default.is_empty() && !r.known_repos {
+                cx.err(
+                    format!("stores[{i}].roots[{j}]"),
+                    "a root needs `env` or `default`",
+                    "e.g. {env: CODEX_HOME, default: [\"~/.codex\"], join: sessions}",
+                );
+            }
+        }
+        if let (Some(include), Some(exclude), Some(kind)) = (include, exclude, kind) {
+            stores.push(Store {
+                name: s.name.clone(),
+                roots: s
+                    .roots
+                    .iter()
+                    .map(|r| RootSpec {
+                        env: r.env.clone(),
+                        split: r.split.clone(),
+                        default: r.default.clone(),
+                        join: r.join.clone(),
+                        known_repos: r.known_repos,
+                    })
+                    .collect(),
+                include,
+                include_patterns: s.include.clone(),
+                exclude,
+                exclude_patterns: s.exclude.clone(),
+                follow_symlinks: s.follow_symlinks.unwrap_or(true),
+                kind,
+            });
+        }
+    }
+    stores
 }
 
 fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {

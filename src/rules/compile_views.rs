@@ -99,7 +99,65 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         }
         return Some(StoreKind::Jsonl);
     }
-    let view_format = match format {
+    let view_format = view_format(cx, i, s, format)?;
+    let before = cx.diags.len();
+    let id: Vec<_> = s
+        .session
+        .id
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| cx.path(&at(&format!("session.id[{j}]")), p))
+        .collect();
+    let id_from_path = s
+        .session
+        .id_from_path
+        .as_ref()
+        .and_then(|r| cx.regex(&at("session.id_from_path"), r));
+    let names_itself = matches!(view_format, ViewFormat::Markdown(_));
+    if s.session.id.is_empty() && s.session.id_from_path.is_none() && !names_itself {
+        cx.err(
+            at("session"),
+            "a store read into views needs `session.id` or `session.id_from_path`",
+            "e.g. session: {id: [\"$.sessionId\"]}",
+        );
+    }
+    let opt = |cx: &mut Ctx<'_>, key: &str, p: &Option<String>| {
+        p.as_ref()
+            .and_then(|t| cx.path(&at(&format!("session.{key}")), t))
+    };
+    let parent = opt(cx, "parent", &s.session.parent);
+    let updated = opt(cx, "updated", &s.session.updated);
+    let message_id = opt(cx, "message_id", &s.session.message_id);
+    let drop_message_ids = s
+        .session
+        .drop_message_ids
+        .as_ref()
+        .and_then(|r| cx.regex(&at("session.drop_message_ids"), r));
+    let project: Vec<ProjectSource> = s
+        .project
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| project_source(cx, &at(&format!("project[{j}]")), p))
+        .collect();
+    if cx.diags.len() > before {
+        return None;
+    }
+    Some(StoreKind::View(Box::new(ViewSpec {
+        format: view_format,
+        id,
+        id_from_path,
+        parent,
+        updated,
+        message_id,
+        drop_message_ids,
+        project,
+    })))
+}
+
+/// The view format a store's `format` names, with its own keys compiled (None after a diagnostic).
+fn view_format(cx: &mut Ctx<'_>, i: usize, s: &RawStore, format: &str) -> Option<ViewFormat> {
+    let at = |k: &str| format!("stores[{i}].{k}");
+    Some(match format {
         "jsonl-replay" => ViewFormat::Replay,
         "json" => {
             let Some(doc) = &s.document else {
@@ -162,59 +220,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
             );
             return None;
         }
-    };
-    let before = cx.diags.len();
-    let id: Vec<_> = s
-        .session
-        .id
-        .iter()
-        .enumerate()
-        .filter_map(|(j, p)| cx.path(&at(&format!("session.id[{j}]")), p))
-        .collect();
-    let id_from_path = s
-        .session
-        .id_from_path
-        .as_ref()
-        .and_then(|r| cx.regex(&at("session.id_from_path"), r));
-    let names_itself = matches!(view_format, ViewFormat::Markdown(_));
-    if s.session.id.is_empty() && s.session.id_from_path.is_none() && !names_itself {
-        cx.err(
-            at("session"),
-            "a store read into views needs `session.id` or `session.id_from_path`",
-            "e.g. session: {id: [\"$.sessionId\"]}",
-        );
-    }
-    let opt = |cx: &mut Ctx<'_>, key: &str, p: &Option<String>| {
-        p.as_ref()
-            .and_then(|t| cx.path(&at(&format!("session.{key}")), t))
-    };
-    let parent = opt(cx, "parent", &s.session.parent);
-    let updated = opt(cx, "updated", &s.session.updated);
-    let message_id = opt(cx, "message_id", &s.session.message_id);
-    let drop_message_ids = s
-        .session
-        .drop_message_ids
-        .as_ref()
-        .and_then(|r| cx.regex(&at("session.drop_message_ids"), r));
-    let project: Vec<ProjectSource> = s
-        .project
-        .iter()
-        .enumerate()
-        .filter_map(|(j, p)| project_source(cx, &at(&format!("project[{j}]")), p))
-        .collect();
-    if cx.diags.len() > before {
-        return None;
-    }
-    Some(StoreKind::View(Box::new(ViewSpec {
-        format: view_format,
-        id,
-        id_from_path,
-        parent,
-        updated,
-        message_id,
-        drop_message_ids,
-        project,
-    })))
+    })
 }
 
 fn owner(key: &str) -> &'static str {

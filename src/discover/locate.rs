@@ -21,6 +21,8 @@ pub enum LocateError {
     CurrentDir(std::io::Error),
     Unreadable(PathBuf, std::io::Error),
     NotAFile(PathBuf),
+    /// A store read into views that does not hold exactly one session (the text says what it holds).
+    Store(PathBuf, String),
     /// `--app ID` names no loaded rule set.
     UnknownApp {
         id: String,
@@ -48,6 +50,7 @@ impl std::fmt::Display for LocateError {
             LocateError::CurrentDir(e) => write!(f, "cannot read the current directory: {e}"),
             LocateError::Unreadable(p, e) => write!(f, "{}: {e}", p.display()),
             LocateError::NotAFile(p) => write!(f, "{}: not a regular file", p.display()),
+            LocateError::Store(p, why) => write!(f, "{}: {why}", p.display()),
             LocateError::UnknownApp { id, loaded } => write!(
                 f,
                 "--app \"{id}\": no such rule set (loaded: {})",
@@ -179,6 +182,16 @@ pub fn locate<'a>(
             }
         },
     };
+    // A store read into views: its one session's view stands for it.
+    let (m, path, meta) = match view_of_store(catalog, cx, &m, &path) {
+        Ok(Some((m, view))) => {
+            let meta =
+                std::fs::metadata(&view).map_err(|e| LocateError::Unreadable(view.clone(), e))?;
+            (m, view, meta)
+        }
+        Ok(None) => (m, path, meta),
+        Err(why) => return Err(LocateError::Store(path, why)),
+    };
     let rel_offset = path.to_string_lossy().len().saturating_sub(m.rel.len());
     let file = FoundFile {
         app: std::sync::Arc::from(m.rule.id.as_str()),
@@ -189,6 +202,40 @@ pub fn locate<'a>(
         path,
     };
     Ok((m, file))
+}
+
+/// When `m` is a store file read into views (not a view itself), the view of its one session, as a
+/// match; None when it is not such a store; Err when it holds no session or several.
+fn view_of_store<'a>(
+    catalog: &'a Catalog,
+    cx: &Context,
+    m: &Match<'a>,
+    path: &Path,
+) -> Result<Option<(Match<'a>, PathBuf)>, String> {
+    let spec = m
+        .rule
+        .stores
+        .iter()
+        .find(|s| s.name == m.store)
+        .and_then(|s| s.kind.view());
+    let Some(spec) = spec else { return Ok(None) };
+    let known = super::registry::known(cx);
+    let made = super::views::views_of(cx, &m.rule.id, spec, path, &m.rel, &known);
+    match (made.files.as_slice(), made.error) {
+        ([one], _) => {
+            let one = one.clone();
+            let found = find_store(catalog, cx, &one, Some(&m.rule.id)).map_err(|_| {
+                format!("its view {} is not under the views root", one.display())
+            })?;
+            Ok(Some((found, one)))
+        }
+        ([], Some((_, e))) => Err(format!("cannot be read: {e}")),
+        ([], None) => Err("holds no session".into()),
+        (many, _) => Err(format!(
+            "holds {} sessions; name one by its view path (`almanac capture sessions` lists them) or `capture now --session ID`",
+            many.len()
+        )),
+    }
 }
 
 /// Forced onto a file outside the stores: the root is its directory, the relative path its file name.

@@ -784,3 +784,44 @@ fn aider_sessions_take_their_prompts_from_the_input_history_and_a_grown_one_is_c
         l.prompt(run_id)
     );
 }
+
+#[test]
+fn a_store_file_of_one_session_names_it_and_one_of_many_says_how_to_choose() {
+    let l = copied_world("real/stores/continue/.continue", ".continue");
+    let doc =
+        l.w.home()
+            .join(format!(".continue/sessions/{CONTINUED}.json"));
+    let mut cmd = l.w.almanac();
+    cmd.args(["capture", "turns", "--json", doc.to_str().unwrap()]);
+    let v = json_ok(&mut cmd);
+    assert!(
+        v["transcriptPath"]
+            .as_str()
+            .unwrap()
+            .contains("/state/views/continue/"),
+        "{v}"
+    );
+    let turns = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "turn")
+        .count();
+    assert_eq!(turns, 2, "{v}");
+    let mut cmd = l.w.almanac();
+    cmd.args(["rules", "explain", doc.to_str().unwrap()]);
+    assert!(stdout_ok(&mut cmd).contains(&format!("session_id = {CONTINUED}")));
+
+    let l = opencode_world();
+    let out =
+        l.w.almanac()
+            .args(["capture", "turns", db_path(&l).to_str().unwrap()])
+            .output()
+            .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("holds 6 sessions") && err.contains("capture sessions"),
+        "{err}"
+    );
+}

@@ -34,6 +34,7 @@ mod polish;
 mod prompts;
 mod real_clients;
 mod real_stores;
+mod real_stores_aider;
 mod real_stores_b;
 mod resources;
 mod rules_cli;

@@ -18,8 +18,9 @@
 //!   the queue holds (it offers no tools, so it takes no turn).
 //!
 //! Replies are scripted: a queue of turns per server. Only requests that offer tools (the agent's main
-//! loop) take a turn from the queue; side requests (titles, quota checks) and requests after the queue
-//! ran dry get a short text. Every request is logged for the test to read.
+//! loop) take a turn from the queue (or, after `turns_without_tools`, every streamed request: Aider
+//! offers no tools); side requests (titles, quota checks) and requests after the queue ran dry get a
+//! short text. Every request is logged for the test to read.
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -61,6 +62,8 @@ struct State {
     turns: VecDeque<Turn>,
     log: Vec<Request>,
     counter: u64,
+    /// Streamed requests without tools take turns too.
+    text_turns: bool,
 }
 
 pub struct MockModel {
@@ -102,6 +105,13 @@ impl MockModel {
     /// Queues more turns after those not yet taken.
     pub fn queue(&self, turns: Vec<Turn>) {
         self.state.lock().unwrap().turns.extend(turns);
+    }
+
+    /// Makes streamed requests take turns whether or not they offer tools: Aider offers none (its
+    /// edits are text), while its side requests (commit messages from its weak model) are not
+    /// streamed and still get a short text.
+    pub fn turns_without_tools(&self) {
+        self.state.lock().unwrap().text_turns = true;
     }
 
     /// The turns not yet taken.
@@ -150,7 +160,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         st.log.push(req.clone());
         st.counter += 1;
         let takes = req.method == "POST"
-            && req.has_tools()
+            && (req.has_tools() || (st.text_turns && req.body["stream"] == true))
             && !req.path.contains("count_tokens")
             && !req.path.contains(":countTokens");
         let turn = if takes { st.turns.pop_front() } else { None };

@@ -314,7 +314,8 @@ pub fn views_of(
             })
     };
     STORES_READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let sessions = match read::read_store(spec, store, rel, &unchanged) {
+    let scratch = cx.almanac_home.join("state/tmp");
+    let sessions = match read::read_store(spec, &scratch, store, rel, &unchanged) {
         Ok(s) => s,
         Err(e) => {
             let (files, busy) = match e {

@@ -66,8 +66,10 @@ pub fn session_id(spec: &ViewSpec, session: &Value, rel: &str) -> Option<String>
 }
 
 /// The sessions of one store file.
+/// `scratch`: where a database's private copy is made (almanac's state, on disk: `/tmp` may be memory).
 pub fn read_store(
     spec: &ViewSpec,
+    scratch: &Path,
     path: &Path,
     rel: &str,
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
@@ -86,7 +88,13 @@ pub fn read_store(
             sessions,
             messages,
             json_columns,
-        } => super::sqlite::read(spec, path, sessions, messages, json_columns, unchanged),
+        } => super::sqlite::read(
+            spec,
+            scratch,
+            path,
+            (sessions, messages, json_columns),
+            unchanged,
+        ),
     }
 }
 

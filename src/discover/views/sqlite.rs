@@ -52,6 +52,28 @@ fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Copies a process killed mid-read left behind (an hour old: no read takes that long).
+fn remove_stale(scratch: &Path) {
+    let Ok(rd) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(3600));
+        if old
+            && e.file_name()
+                .to_string_lossy()
+                .starts_with("almanac-sqlite-")
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A consistent copy of the database and its WAL in `dir`.
 fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
     let bad = |e: std::io::Error| ReadError::Bad(format!("{}: {e}", path.display()));
@@ -143,13 +165,15 @@ fn query(
 /// left as it is (same id and `updated`) is not queried for its messages.
 pub fn read(
     spec: &ViewSpec,
+    scratch: &Path,
     path: &Path,
-    sessions_sql: &str,
-    messages_sql: &str,
-    json_columns: &[String],
+    (sessions_sql, messages_sql, json_columns): (&str, &str, &[String]),
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
 ) -> Result<Vec<SessionRead>, ReadError> {
-    let dir = std::env::temp_dir().join(format!(
+    crate::util::atomic::ensure_private_dir(scratch)
+        .map_err(|e| ReadError::Bad(format!("{}: {e}", scratch.display())))?;
+    remove_stale(scratch);
+    let dir = scratch.join(format!(
         "almanac-sqlite-{}-{}",
         std::process::id(),
         crate::util::ids::random_hex(6)

@@ -81,6 +81,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     stray(cx, "sqlite", s.sqlite.is_some() && format != "sqlite");
     stray(cx, "document", s.document.is_some() && format != "json");
     stray(cx, "markdown", s.markdown.is_some() && format != "markdown");
+    stray(cx, "text", s.text.is_some() && format != "text");
     if format == "jsonl" {
         let view_keys = !s.project.is_empty()
             || !s.session.id.is_empty()
@@ -212,11 +213,31 @@ fn view_format(cx: &mut Ctx<'_>, i: usize, s: &RawStore, format: &str) -> Option
             };
             ViewFormat::Markdown(Box::new(markdown_spec(cx, &at("markdown"), m)?))
         }
+        "text" => {
+            let Some(t) = &s.text else {
+                cx.err(
+                    at("text"),
+                    "a `text` store needs `text.block`",
+                    "e.g. text: {block: '^(user|assistant):\\s*$'}",
+                );
+                return None;
+            };
+            let block = cx.regex(&at("text.block"), &t.block)?;
+            if block.captures_len() < 2 {
+                cx.err(
+                    at("text.block"),
+                    "the regex needs a group (group 1 is the message's role)",
+                    "e.g. '^(user|assistant):\\s*$'",
+                );
+                return None;
+            }
+            ViewFormat::Text { block }
+        }
         other => {
             cx.err(
                 at("format"),
                 format!("unknown store format `{other}`"),
-                "one of jsonl, jsonl-replay, json, sqlite, markdown",
+                "one of jsonl, jsonl-replay, json, sqlite, markdown, text",
             );
             return None;
         }
@@ -227,6 +248,7 @@ fn owner(key: &str) -> &'static str {
     match key {
         "sqlite" => "sqlite",
         "markdown" => "markdown",
+        "text" => "text",
         _ => "json",
     }
 }
@@ -282,70 +304,145 @@ fn markdown_spec(cx: &mut Ctx<'_>, at: &str, m: &RawMarkdown) -> Option<Markdown
 }
 
 fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectSource> {
-    let value = p.field.is_some() || p.sidecar.is_some();
+    let value = p.field.is_some() || p.sidecar.is_some() || p.path.is_some() || p.lookup.is_some();
     let kinds = [value, p.text.is_some(), p.store_dir.is_some()];
     if kinds.iter().filter(|k| **k).count() != 1 {
         cx.err(
             at,
-            "a project source is one of `field` (optionally in a `sidecar` file), `sidecar`, `text` or `store_dir`",
+            "a project source is one of `field` (optionally in a `sidecar` file), `sidecar`, `path`, `lookup` (with a `sidecar`), `text` or `store_dir`",
             "e.g. {field: \"$.directory\"}, {sidecar: \"{dir}/../.project_root\"}, {store_dir: 1}",
         );
         return None;
     }
-    if (p.uri || p.hash.is_some()) && !value {
+    let namings = [p.uri, p.hash.is_some(), p.slug.is_some()];
+    if namings.iter().filter(|k| **k).count() > 1 {
         cx.err(
             at,
-            "`uri` and `hash` qualify a `field` or `sidecar` value",
+            "`uri`, `hash` and `slug` each say how the value names the directory: give one",
             "e.g. {field: \"$.projectHash\", hash: sha256}",
         );
         return None;
     }
-    if let Some(re) = &p.text {
-        let re = cx.regex(&format!("{at}.text"), re)?;
+    if namings.iter().any(|k| *k) && !value {
+        cx.err(
+            at,
+            "`uri`, `hash` and `slug` qualify a `field`, `sidecar`, `path` or `lookup` value",
+            "e.g. {field: \"$.projectHash\", hash: sha256}",
+        );
+        return None;
+    }
+    let grouped = |cx: &mut Ctx<'_>, key: &str, text: &str, eg: &str| {
+        let re = cx.regex(&format!("{at}.{key}"), text)?;
         if re.captures_len() < 2 {
             cx.err(
-                format!("{at}.text"),
-                "the regex needs a group around the directory",
-                "e.g. '# Current Working Directory \\(([^)\\n]+)\\)'",
+                format!("{at}.{key}"),
+                "the regex needs a group (group 1 is the value)",
+                eg,
             );
             return None;
         }
+        Some(re)
+    };
+    if let Some(re) = &p.text {
+        let re = grouped(
+            cx,
+            "text",
+            re,
+            "e.g. '# Current Working Directory \\(([^)\\n]+)\\)'",
+        )?;
         return Some(ProjectSource::Text(re));
     }
     if let Some(n) = p.store_dir {
         return Some(ProjectSource::StoreDir(n));
     }
-    let hash = match p.hash.as_deref() {
-        None => None,
-        Some("sha256") => Some(HashAlgo::Sha256),
-        Some("md5") => Some(HashAlgo::Md5),
-        Some(other) => {
+    let naming = if let Some(h) = p.hash.as_deref() {
+        Naming::Hash(match h {
+            "sha256" => HashAlgo::Sha256,
+            "md5" => HashAlgo::Md5,
+            other => {
+                cx.err(
+                    format!("{at}.hash"),
+                    format!("unknown hash `{other}`"),
+                    "sha256 or md5",
+                );
+                return None;
+            }
+        })
+    } else if let Some(chars) = &p.slug {
+        cx.regex(&format!("{at}.slug"), chars)?;
+        Naming::Slug(chars.clone())
+    } else {
+        Naming::Path { uri: p.uri }
+    };
+    let from_dir = |cx: &mut Ctx<'_>, key: &str, t: &str| {
+        if t.starts_with("{dir}") {
+            return true;
+        }
+        cx.err(
+            format!("{at}.{key}"),
+            "the path starts at the store file's directory, `{dir}`",
+            "e.g. \"{dir}/../.project_root\" or \"{dir}/{stem}.json\"",
+        );
+        false
+    };
+    if p.path.is_some() && p.field.is_some() {
+        cx.err(
+            at,
+            "a `path` value is the regex's group 1: it takes no `field`",
+            "e.g. {path: '^([0-9a-f]{32})/', hash: md5}",
+        );
+        return None;
+    }
+    let from = match (&p.path, &p.lookup, &p.sidecar) {
+        (Some(re), None, None) => ValueFrom::Path(grouped(
+            cx,
+            "path",
+            re,
+            "e.g. '^([0-9a-f]{32})/' (a directory named by a hash of the project path)",
+        )?),
+        (None, Some(l), Some(side)) => {
+            if !(from_dir(cx, "lookup.stores", &l.stores) & from_dir(cx, "sidecar", side)) {
+                return None;
+            }
+            if let Err(e) = check_sql(&l.ids, 0) {
+                cx.err(
+                    format!("{at}.lookup.ids"),
+                    format!("the query {e}"),
+                    "a query is one read-only SELECT listing session ids in its first column",
+                );
+                return None;
+            }
+            ValueFrom::Lookup(
+                Lookup {
+                    stores: l.stores.clone(),
+                    ids: l.ids.clone(),
+                },
+                side.clone(),
+            )
+        }
+        (None, None, Some(side)) => {
+            if !from_dir(cx, "sidecar", side) {
+                return None;
+            }
+            ValueFrom::Sidecar(side.clone())
+        }
+        (None, None, None) => ValueFrom::Session,
+        _ => {
             cx.err(
-                format!("{at}.hash"),
-                format!("unknown hash `{other}`"),
-                "sha256 or md5",
+                at,
+                "a value is read from the session (`field`), a `sidecar` file, the store's `path`, or a `lookup` store's `sidecar`: one of them",
+                "e.g. {lookup: {stores: \"{dir}/../*/state.vscdb\", ids: \"SELECT ...\"}, sidecar: \"{dir}/workspace.json\", field: \"$.folder\", uri: true}",
             );
             return None;
         }
     };
-    if let Some(t) = &p.sidecar {
-        if !t.starts_with("{dir}") {
-            cx.err(
-                format!("{at}.sidecar"),
-                "a sidecar path starts at the store file's directory, `{dir}`",
-                "e.g. \"{dir}/../.project_root\" or \"{dir}/{stem}.json\"",
-            );
-            return None;
-        }
-    }
     let field = match &p.field {
         Some(f) => Some(cx.path(&format!("{at}.field"), f)?),
         None => None,
     };
     Some(ProjectSource::Value {
-        sidecar: p.sidecar.clone(),
+        from,
         field,
-        uri: p.uri,
-        hash,
+        naming,
     })
 }

@@ -46,6 +46,7 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ),
     ("rules/crush.yaml", include_str!("../../rules/crush.yaml")),
     ("rules/aider.yaml", include_str!("../../rules/aider.yaml")),
+    ("rules/cursor.yaml", include_str!("../../rules/cursor.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -404,7 +405,7 @@ mod tests {
             cat.ids(),
             vec![
                 "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "continue", "crush", "aider"
+                "cline", "continue", "crush", "aider", "cursor"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
@@ -516,6 +517,27 @@ stores:
       status: '^> '
       input: { file: "{dir}/.input", entry: '^# (.+)$', line: '^\+(.*)$' }
     project: [ { store_dir: 0 } ]
+  - name: text
+    format: text
+    roots: [ { default: ["~/.app/projects"] } ]
+    include: ["*/t/*.txt"]
+    text: { block: '^(user|assistant):\s*$' }
+    session: { id_from_path: '^[^/]+/t/([^/]+)\.txt$', message_id: "$.id" }
+    project: [ { path: '^([^/]+)/t/', slug: '[^A-Za-z0-9]+' } ]
+  - name: kv
+    format: sqlite
+    roots: [ { default: ["~/.app/chats"] } ]
+    include: ["*/*/store.db"]
+    sqlite:
+      sessions: "SELECT id, ws FROM meta"
+      messages: "SELECT j.key AS n, b.data FROM root, json_each(protobuf_bytes_hex(root.data, 1)) AS j JOIN blobs AS b ON b.id = j.value WHERE root.agent = ?1"
+    session: { id: ["$.id"] }
+    project:
+      - { sidecar: "{dir}/../ws/{ws}/workspace.json", field: "$.folder", uri: true }
+      - lookup: { stores: "{dir}/../ws/*/state.db", ids: "SELECT id FROM listed" }
+        sidecar: "{dir}/workspace.json"
+        field: "$.folder"
+      - { path: '^([0-9a-f]{32})/', hash: md5 }
 "#;
 
     #[test]
@@ -550,6 +572,31 @@ stores:
                 "crc",
             ),
             ("format: sqlite", "format: parquet", "parquet"),
+            (
+                "block: '^(user|assistant):\\s*$'",
+                "block: '^user:$'",
+                "stores[3].text.block: the regex needs a group",
+            ),
+            (
+                "slug: '[^A-Za-z0-9]+'",
+                "slug: '[^A-Za-z0-9]+', hash: md5",
+                "give one",
+            ),
+            (
+                "{ path: '^([0-9a-f]{32})/', hash: md5 }",
+                "{ path: '^([0-9a-f]{32})/', field: \"$.x\", hash: md5 }",
+                "takes no `field`",
+            ),
+            (
+                "ids: \"SELECT id FROM listed\" }",
+                "ids: \"DELETE FROM listed\" }",
+                "stores[4].project[1].lookup.ids: the query would write",
+            ),
+            (
+                "        sidecar: \"{dir}/workspace.json\"\n",
+                "",
+                "`lookup` store's `sidecar`",
+            ),
         ] {
             let bad = VIEW_SINK.replace(from, to);
             assert_ne!(bad, VIEW_SINK, "{from}");

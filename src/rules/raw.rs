@@ -105,6 +105,7 @@ pub struct RawStore {
     pub sqlite: Option<RawSqlite>,
     pub document: Option<RawDocument>,
     pub markdown: Option<RawMarkdown>,
+    pub text: Option<RawText>,
     #[serde(default)]
     pub session: RawViewSession,
     #[serde(default)]
@@ -137,6 +138,19 @@ pub struct RawMarkdown {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawText {
+    pub block: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLookup {
+    pub stores: String,
+    pub ids: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawMarkdownInput {
     pub file: String,
     pub entry: String,
@@ -160,6 +174,9 @@ pub struct RawViewSession {
 #[serde(deny_unknown_fields)]
 pub struct RawProject {
     pub field: Option<String>,
+    pub path: Option<String>,
+    pub slug: Option<String>,
+    pub lookup: Option<RawLookup>,
     pub hash: Option<String>,
     #[serde(default)]
     pub uri: bool,

@@ -47,6 +47,9 @@ pub enum ViewFormat {
     },
     /// An append-only Markdown chat log of many sessions (`discover::views::markdown`).
     Markdown(Box<MarkdownSpec>),
+    /// A plain-text transcript of one session: a line `block` matches starts a message (group 1 its
+    /// role); the lines after it, up to the next, are its text (`discover::views::text`).
+    Text { block: Regex },
 }
 
 /// A Markdown chat log: a line `session` matches starts a session (group 1 its start, a time that sorts
@@ -76,6 +79,7 @@ impl ViewFormat {
             ViewFormat::Json { .. } => "json",
             ViewFormat::Sqlite { .. } => "sqlite",
             ViewFormat::Markdown(_) => "markdown",
+            ViewFormat::Text { .. } => "text",
         }
     }
 }
@@ -123,17 +127,49 @@ impl HashAlgo {
     }
 }
 
+/// Another store that says which sessions belong to it (a Cursor workspace's database lists the
+/// composers opened in that workspace): `stores`, a path template like a sidecar's with `*` for one
+/// directory level; `ids`, a read-only query listing the session ids a store holds (first column).
+#[derive(Debug)]
+pub struct Lookup {
+    pub stores: String,
+    pub ids: String,
+}
+
+/// Where the value of a `Value` project source is read.
+#[derive(Debug)]
+pub enum ValueFrom {
+    /// The session object (`field`).
+    Session,
+    /// A file beside the store (`sidecar`: its JSON's `field`, or its text).
+    Sidecar(String),
+    /// Group 1 of a regex over the store file's path under its root (`path`).
+    Path(Regex),
+    /// The file beside the one of the `lookup` stores that lists the session (`sidecar`, its `{dir}`
+    /// that store's directory).
+    Lookup(Lookup, String),
+}
+
+/// How a project value names the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Naming {
+    /// A path, or a `file://` URI (`uri`).
+    Path { uri: bool },
+    /// A hash of the path, matched against the repos almanac knows.
+    Hash(HashAlgo),
+    /// The path with every character this regex matches made `-` (lossy): matched against the repos
+    /// almanac knows, placed only when exactly one has it.
+    Slug(String),
+}
+
 /// Where one session's project directory comes from.
 #[derive(Debug)]
 pub enum ProjectSource {
-    /// A value in the session (a sidecar file's JSON when `sidecar` is set, else the session
-    /// object): a path, a `file://` URI (`uri`), or a hash of the path matched against the repos
-    /// almanac knows (`hash`).
+    /// A value read `from` the session, a file or the store's path, named as `naming` says.
     Value {
-        sidecar: Option<String>,
+        from: ValueFrom,
         field: Option<JsonPath>,
-        uri: bool,
-        hash: Option<HashAlgo>,
+        naming: Naming,
     },
     /// Group 1 of a regex over the text of the session's messages; the last match wins.
     Text(Regex),
@@ -145,25 +181,33 @@ impl ProjectSource {
     pub fn describe(&self) -> String {
         match self {
             ProjectSource::Value {
-                sidecar,
+                from,
                 field,
-                uri,
-                hash,
+                naming,
             } => {
-                let mut s = match (sidecar, field) {
-                    (Some(f), Some(p)) => format!("{} in the file {f}", p.text),
-                    (Some(f), None) => format!("the text of the file {f}"),
-                    (None, Some(p)) => p.text.clone(),
-                    (None, None) => "nothing".into(),
+                let mut s = match (from, field) {
+                    (ValueFrom::Sidecar(f), Some(p)) => format!("{} in the file {f}", p.text),
+                    (ValueFrom::Sidecar(f), None) => format!("the text of the file {f}"),
+                    (ValueFrom::Session, Some(p)) => p.text.clone(),
+                    (ValueFrom::Session, None) => "nothing".into(),
+                    (ValueFrom::Path(re), _) => format!("/{re}/ over the store's path"),
+                    (ValueFrom::Lookup(l, f), p) => format!(
+                        "{} the file {f} beside the one of {} that lists the session",
+                        p.as_ref()
+                            .map_or("the text of".to_string(), |p| format!("{} in", p.text)),
+                        l.stores
+                    ),
                 };
-                if *uri {
-                    s.push_str(" (a file:// URI)");
-                }
-                if let Some(h) = hash {
-                    s.push_str(&format!(
+                match naming {
+                    Naming::Path { uri: false } => {}
+                    Naming::Path { uri: true } => s.push_str(" (a file:// URI)"),
+                    Naming::Hash(h) => s.push_str(&format!(
                         " (the {} of the path, matched against known repos)",
                         h.name()
-                    ));
+                    )),
+                    Naming::Slug(re) => s.push_str(&format!(
+                        " (the path with /{re}/ made `-`, matched against known repos)"
+                    )),
                 }
                 s
             }
@@ -174,6 +218,40 @@ impl ProjectSource {
             }
         }
     }
+}
+
+/// The SQL functions almanac adds to SQLite's for rule files' queries (on the private copy and in the
+/// validator): `protobuf_bytes_hex(data, field)`, the length-delimited values of one field of a protobuf
+/// message as a JSON array of lower-case hex strings (NULL for a NULL `data`). The one decoder a rule
+/// names: SQLite's own functions cover JSON, hex (`unhex`) and key/value lookups, not protobuf.
+pub fn register_functions(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    use rusqlite::types::ValueRef;
+    conn.create_scalar_function(
+        "protobuf_bytes_hex",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let field: i64 = ctx.get(1)?;
+            let data = match ctx.get_raw(0) {
+                ValueRef::Null => return Ok(None),
+                ValueRef::Blob(b) | ValueRef::Text(b) => b,
+                _ => {
+                    return Err(rusqlite::Error::UserFunctionError(
+                        "protobuf_bytes_hex: the data is a number, not a blob".into(),
+                    ))
+                }
+            };
+            let field = u64::try_from(field).map_err(|_| {
+                rusqlite::Error::UserFunctionError("protobuf_bytes_hex: a negative field".into())
+            })?;
+            let values = crate::util::protobuf::field_bytes(data, field).map_err(|e| {
+                rusqlite::Error::UserFunctionError(format!("protobuf_bytes_hex: {e}").into())
+            })?;
+            let hex: Vec<String> = values.iter().map(|v| crate::util::ids::hex(v)).collect();
+            Ok(Some(serde_json::to_string(&hex).unwrap_or_default()))
+        },
+    )
 }
 
 /// Why a sqlite query in a rule file cannot run: it is not one read-only statement, or SQLite cannot
@@ -197,6 +275,7 @@ pub fn check_sql(sql: &str, params: usize) -> Result<(), String> {
     let conn = rusqlite::Connection::open_in_memory().map_err(|e| e.to_string())?;
     conn.pragma_update(None, "query_only", true)
         .map_err(|e| e.to_string())?;
+    register_functions(&conn).map_err(|e| e.to_string())?;
     let explain = format!("EXPLAIN {sql}");
     let prepared = conn.prepare(&explain).map(|s| s.parameter_count());
     match prepared {
@@ -281,6 +360,36 @@ mod tests {
         assert!(e.contains("write (DELETE)"), "{e}");
         // A keyword inside a string or a quoted name is data.
         assert!(check_sql("SELECT 'delete me' AS \"update\" FROM part", 0).is_ok());
+    }
+
+    #[test]
+    fn the_protobuf_function_lists_one_fields_values_as_hex() {
+        assert!(check_sql("SELECT protobuf_bytes_hex(x'0a026162', 1)", 0).is_ok());
+        let e = check_sql("SELECT protobuf_bytes(x'0a026162', 1)", 0).unwrap_err();
+        assert!(e.contains("no such function"), "{e}");
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        register_functions(&conn).unwrap();
+        let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, Option<String>>(0));
+        // Field 1 twice ("ab", then 0x01ff), field 2 once.
+        let msg = "x'0a0261621202787a0a0201ff'";
+        assert_eq!(
+            one(&format!("SELECT protobuf_bytes_hex({msg}, 1)")).unwrap(),
+            Some(r#"["6162","01ff"]"#.into())
+        );
+        assert_eq!(one("SELECT protobuf_bytes_hex(NULL, 1)").unwrap(), None);
+        let e = one("SELECT protobuf_bytes_hex(x'0a05', 1)").unwrap_err();
+        assert!(e.to_string().contains("runs past the end"), "{e}");
+        // In SQL: each id joined to its row, in order.
+        let rows: Vec<String> = conn
+            .prepare(&format!(
+                "SELECT j.value FROM json_each(protobuf_bytes_hex({msg}, 1)) AS j ORDER BY j.key"
+            ))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows, ["6162", "01ff"]);
     }
 
     #[test]

@@ -77,6 +77,14 @@ fn decide_one(
         settings,
         words,
     );
+    // A view whose store gave no project says why in its header (a hash or slug no known repo has).
+    if decision == Decision::Skip(Reason::NoCwd) && detail.is_some() && rule.reads_views() {
+        if let Some(why) = crate::discover::views::unplaced(&file.path) {
+            detail = Some(format!(
+                "the store does not say where the session ran: {why}"
+            ));
+        }
+    }
     let derived = match (&decision, &detail) {
         (Decision::Skip(r), Some(d)) => {
             let r = *r;

@@ -9,6 +9,7 @@ pub mod lines;
 pub mod lock;
 pub mod par;
 pub mod paths;
+pub mod protobuf;
 pub mod term;
 #[cfg(test)]
 pub mod testing;

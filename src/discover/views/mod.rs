@@ -12,6 +12,7 @@ mod markdown;
 mod project;
 pub mod read;
 mod sqlite;
+mod text;
 
 use crate::context::Context;
 use crate::rules::views::ViewSpec;
@@ -46,6 +47,9 @@ struct Index {
     store: String,
     stamp: String,
     sessions: Vec<Indexed>,
+    /// What each lookup store listed, at its stamp (so an unchanged one is not read again).
+    #[serde(default)]
+    lookups: project::LookupCache,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,9 +68,8 @@ pub struct StoreViews {
     pub error: Option<(bool, String)>,
 }
 
-/// The stamp a store's views were made at: the file's and its WAL's size, mtime and identity, the rule
-/// (a changed query makes them again) and, where a project is a hash, the known repos.
-fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result<String> {
+/// A file's size, mtime and identity, and its `-wal`'s (empty parts for a file that is not there).
+pub fn file_stamp(p: &Path) -> String {
     let part = |p: &Path| -> Option<String> {
         let m = std::fs::symlink_metadata(p).ok()?;
         let id = crate::platform::file_id(p, &m);
@@ -77,15 +80,32 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
             .map_or(0, |d| d.as_nanos());
         Some(format!("{}:{mtime}:{}:{}", m.len(), id.0, id.1))
     };
-    let main = part(store).ok_or_else(|| std::io::Error::other("gone"))?;
-    let mut wal = store.as_os_str().to_owned();
+    let mut wal = p.as_os_str().to_owned();
     wal.push("-wal");
-    let wal = part(Path::new(&wal)).unwrap_or_default();
+    format!(
+        "{} wal={}",
+        part(p).unwrap_or_default(),
+        part(Path::new(&wal)).unwrap_or_default()
+    )
+}
+
+/// The stamp a store's views were made at: the file's and its WAL's size, mtime and identity, the rule
+/// (a changed query makes them again), the files the project is read from (sidecars, lookup stores and
+/// the files beside them) and, where a project is matched against them, the known repos.
+fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result<String> {
+    use crate::rules::views::{Naming, ProjectSource, ValueFrom};
+    if std::fs::symlink_metadata(store).is_err() {
+        return Err(std::io::Error::other("gone"));
+    }
+    let main = file_stamp(store);
     let rule = crate::rules::views::HashAlgo::Sha256.hex(&format!("{spec:?}"));
     let uses_known = spec.project.iter().any(|p| {
         matches!(
             p,
-            crate::rules::views::ProjectSource::Value { hash: Some(_), .. }
+            ProjectSource::Value {
+                naming: Naming::Hash(_) | Naming::Slug(_),
+                ..
+            }
         )
     });
     let known = if uses_known {
@@ -94,30 +114,40 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
     } else {
         String::new()
     };
-    // Sidecar files the project is read from (those named without the session id), and a Markdown
-    // log's input log.
-    let input = match &spec.format {
-        crate::rules::views::ViewFormat::Markdown(md) => md.input.as_ref().map(|i| &i.file),
-        _ => None,
-    };
-    let input = input.map(|t| part(&project::sidecar_path(t, store, "")).unwrap_or_default());
-    let sidecars: Vec<String> = spec
-        .project
-        .iter()
-        .filter_map(|p| match p {
-            crate::rules::views::ProjectSource::Value {
-                sidecar: Some(t), ..
-            } if !t.contains("{id}") => {
-                Some(part(&project::sidecar_path(t, store, "")).unwrap_or_default())
+    // Sidecar files the project is read from (those named without the session id), lookup stores and
+    // the files beside them, and a Markdown log's input log.
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let crate::rules::views::ViewFormat::Markdown(md) = &spec.format {
+        if let Some(i) = &md.input {
+            files.push(project::sidecar_path(&i.file, store, ""));
+        }
+    }
+    for p in &spec.project {
+        match p {
+            ProjectSource::Value {
+                from: ValueFrom::Sidecar(t),
+                ..
+            } if !project::per_session(t) => files.push(project::sidecar_path(t, store, "")),
+            ProjectSource::Value {
+                from: ValueFrom::Lookup(l, side),
+                ..
+            } => {
+                for db in project::expand(&l.stores, store) {
+                    if !project::per_session(side) {
+                        files.push(project::sidecar_path(side, &db, ""));
+                    }
+                    files.push(db);
+                }
             }
-            _ => None,
-        })
-        .chain(input)
-        .collect();
+            _ => {}
+        }
+    }
+    let others: Vec<String> = files.iter().map(|f| file_stamp(f)).collect();
+    let others = crate::rules::views::HashAlgo::Sha256.hex(&others.join("\n"));
     Ok(format!(
-        "v{VIEW_VERSION} {main} wal={wal} rule={} known={known} sidecars={}",
+        "v{VIEW_VERSION} {main} rule={} known={known} others={}",
         &rule[..16],
-        sidecars.join(",")
+        &others[..16]
     ))
 }
 
@@ -150,7 +180,9 @@ struct Made<'a> {
     app: &'a str,
     spec: &'a ViewSpec,
     store: &'a Path,
+    rel: &'a str,
     known: &'a [PathBuf],
+    lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
 }
 
 impl Made<'_> {
@@ -162,10 +194,12 @@ impl Made<'_> {
             .and_then(|p| read::text_at(p, &s.session));
         let input = project::Input {
             store: self.store,
+            rel: self.rel,
             id: &s.id,
             session: &s.session,
             messages,
             known: self.known,
+            lookups: self.lookups,
         };
         let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
             Ok((dir, from)) => (Some(dir), Some(from), None),
@@ -328,16 +362,34 @@ pub fn views_of(
             };
         }
     };
-    let made = Made {
-        app,
-        spec,
-        store,
-        known,
-    };
     let mut next = Index {
         store: store.to_string_lossy().into_owned(),
         stamp,
         sessions: Vec::new(),
+        lookups: Default::default(),
+    };
+    let lookups = match project::lookups(
+        &spec.project,
+        store,
+        &scratch,
+        &index.lookups,
+        &mut next.lookups,
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            return StoreViews {
+                files: listed(&index),
+                error: Some((matches!(e, ReadError::Busy(_)), e.to_string())),
+            }
+        }
+    };
+    let made = Made {
+        app,
+        spec,
+        store,
+        rel,
+        known,
+        lookups: &lookups,
     };
     let mut error = None;
     let queried = sessions.iter().filter(|s| s.messages.is_some()).count() as u64;
@@ -436,6 +488,18 @@ pub fn found(app: &std::sync::Arc<str>, path: PathBuf) -> Option<super::FoundFil
         file_id: crate::platform::file_id(&path, &meta),
         path,
     })
+}
+
+/// Why a view's session could not be placed (its header's `unplaced`), read from its first line.
+pub fn unplaced(view: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let f = crate::util::untrusted::open_regular(view).ok()?;
+    let mut line = Vec::new();
+    std::io::Read::take(std::io::BufReader::new(f), INDEX_CAP)
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    let v: Value = serde_json::from_slice(&line).ok()?;
+    v[VIEW_HEADER]["unplaced"].as_str().map(str::to_string)
 }
 
 /// Whether `path` is a view (under `$ALMANAC_HOME/state/views/`).

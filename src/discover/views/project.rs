@@ -1,8 +1,9 @@
 //! Where a view's session ran: the store's `project` sources, tried in order.
 
-use super::read::text_at;
-use crate::rules::views::{HashAlgo, ProjectSource};
+use super::read::{text_at, ReadError};
+use crate::rules::views::{HashAlgo, Naming, ProjectSource, ValueFrom};
 use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// The most of a sidecar file read.
@@ -11,18 +12,22 @@ const SIDECAR_CAP: u64 = 1 << 20;
 /// What one session gives the sources to read.
 pub struct Input<'a> {
     pub store: &'a Path,
+    /// The store file's path under its root.
+    pub rel: &'a str,
     pub id: &'a str,
     pub session: &'a Value,
     pub messages: &'a [Value],
     pub known: &'a [PathBuf],
+    /// For each source (by index) that is a `lookup`: the session ids each lookup store lists.
+    pub lookups: &'a [Option<HashMap<String, PathBuf>>],
 }
 
 /// The project directory and which source gave it; or None with what the sources found (a hash no
 /// known repo has, say).
 pub fn derive(sources: &[ProjectSource], i: &Input) -> Result<(String, String), String> {
     let mut tried = Vec::new();
-    for s in sources {
-        match one(s, i) {
+    for (j, s) in sources.iter().enumerate() {
+        match one(s, j, i) {
             Ok(Some(dir)) => return Ok((dir, s.describe())),
             Ok(None) => {}
             Err(why) => tried.push(why),
@@ -35,7 +40,7 @@ pub fn derive(sources: &[ProjectSource], i: &Input) -> Result<(String, String), 
     })
 }
 
-fn one(s: &ProjectSource, i: &Input) -> Result<Option<String>, String> {
+fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String> {
     match s {
         ProjectSource::StoreDir(n) => {
             let mut dir = i.store.parent();
@@ -56,57 +61,201 @@ fn one(s: &ProjectSource, i: &Input) -> Result<Option<String>, String> {
             Ok(last)
         }
         ProjectSource::Value {
-            sidecar,
+            from,
             field,
-            uri,
-            hash,
+            naming,
         } => {
-            let value = match sidecar {
-                Some(t) => {
-                    let path = sidecar_path(t, i.store, i.id);
-                    let bytes = match crate::util::untrusted::read_optional(&path, SIDECAR_CAP) {
-                        Ok(Some(b)) => b,
-                        Ok(None) => return Ok(None),
-                        Err(e) => return Err(e.to_string()),
-                    };
-                    match field {
-                        Some(p) => match serde_json::from_slice::<Value>(&bytes) {
-                            Ok(doc) => text_at(p, &doc),
-                            Err(e) => return Err(format!("{}: {e}", path.display())),
-                        },
-                        None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+            let in_file = |path: PathBuf| -> Result<Option<String>, String> {
+                let bytes = match crate::util::untrusted::read_optional(&path, SIDECAR_CAP) {
+                    Ok(Some(b)) => b,
+                    Ok(None) => return Ok(None),
+                    Err(e) => return Err(e.to_string()),
+                };
+                Ok(match field {
+                    Some(p) => match serde_json::from_slice::<Value>(&bytes) {
+                        Ok(doc) => text_at(p, &doc),
+                        Err(e) => return Err(format!("{}: {e}", path.display())),
+                    },
+                    None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+                })
+            };
+            let value = match from {
+                ValueFrom::Session => field.as_ref().and_then(|p| text_at(p, i.session)),
+                ValueFrom::Sidecar(t) => match fill(t, i.store, i.id, i.session) {
+                    Some(path) => in_file(path)?,
+                    None => None,
+                },
+                ValueFrom::Path(re) => re
+                    .captures(i.rel)
+                    .and_then(|c| Some(c.get(1)?.as_str().to_string())),
+                ValueFrom::Lookup(l, t) => {
+                    let found = i.lookups.get(j).and_then(|m| m.as_ref()?.get(i.id));
+                    match found {
+                        Some(db) => in_file(sidecar_path(t, db, i.id))?,
+                        None => {
+                            return Err(format!(
+                                "none of {} lists the session",
+                                sidecar_path(&l.stores, i.store, "").display()
+                            ))
+                        }
                     }
                 }
-                None => field.as_ref().and_then(|p| text_at(p, i.session)),
             };
             let Some(value) = value.filter(|v| !v.is_empty()) else {
                 return Ok(None);
             };
-            let value = if *uri { from_uri(&value) } else { value };
-            match hash {
-                None => Ok(Some(value)),
-                Some(algo) => match_hash(*algo, &value, i.known).map(Some),
+            match naming {
+                Naming::Path { uri: false } => Ok(Some(value)),
+                Naming::Path { uri: true } => Ok(Some(from_uri(&value))),
+                Naming::Hash(algo) => match_hash(*algo, &value, i.known).map(Some),
+                Naming::Slug(chars) => match_slug(chars, &value, i.known).map(Some),
             }
         }
     }
 }
 
+/// The files a lookup's `stores` template names: `{dir}` filled in, and a component that is `*` (or
+/// holds one) matched against the directory's entries (real directories and files only, in name order,
+/// at most `LOOKUP_CAP`).
+pub fn expand(template: &str, store: &Path) -> Vec<PathBuf> {
+    let full = sidecar_path(template, store, "");
+    let mut found = vec![PathBuf::new()];
+    for c in full.components() {
+        let text = c.as_os_str().to_string_lossy();
+        if !text.contains('*') {
+            for f in &mut found {
+                f.push(c.as_os_str());
+            }
+            continue;
+        }
+        let Ok(glob) = globset::Glob::new(&text).map(|g| g.compile_matcher()) else {
+            return Vec::new();
+        };
+        let mut next = Vec::new();
+        for dir in &found {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut names: Vec<_> = rd
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+                .map(|e| e.file_name())
+                .filter(|n| glob.is_match(n))
+                .collect();
+            names.sort();
+            next.extend(names.into_iter().map(|n| dir.join(n)));
+            if next.len() > LOOKUP_CAP {
+                next.truncate(LOOKUP_CAP);
+                break;
+            }
+        }
+        found = next;
+    }
+    found.retain(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()));
+    found
+}
+
+/// The most lookup stores one template names (a Cursor user has one per workspace opened).
+const LOOKUP_CAP: usize = 10_000;
+
+/// What a lookup store listed when it had this stamp, by `<path>#<query hash>`.
+pub type LookupCache = BTreeMap<String, (String, Vec<String>)>;
+
+/// For each `lookup` source of `sources`, the store (of those its template names) that lists each
+/// session id. A store whose stamp is the one `old` has is not read again; `new` gets what was used.
+/// A busy or changing store makes the whole read wait for the next sweep (a session placed on no store
+/// now would stay unplaced while nothing changes); one that is not a database is passed over.
+pub fn lookups(
+    sources: &[ProjectSource],
+    store: &Path,
+    scratch: &Path,
+    old: &LookupCache,
+    new: &mut LookupCache,
+) -> Result<Vec<Option<HashMap<String, PathBuf>>>, ReadError> {
+    let mut out = Vec::with_capacity(sources.len());
+    for s in sources {
+        let ProjectSource::Value {
+            from: ValueFrom::Lookup(l, _),
+            ..
+        } = s
+        else {
+            out.push(None);
+            continue;
+        };
+        let query = &HashAlgo::Sha256.hex(&l.ids)[..12];
+        let mut map = HashMap::new();
+        for db in expand(&l.stores, store) {
+            let key = format!("{}#{query}", db.display());
+            let stamp = super::file_stamp(&db);
+            let ids = match old.get(&key) {
+                Some((st, ids)) if *st == stamp => ids.clone(),
+                _ => match super::sqlite::list_ids(scratch, &db, &l.ids) {
+                    Ok(ids) => ids,
+                    Err(ReadError::Bad(_)) => continue,
+                    Err(e) => return Err(e),
+                },
+            };
+            for id in &ids {
+                map.entry(id.clone()).or_insert_with(|| db.clone());
+            }
+            new.insert(key, (stamp, ids));
+        }
+        out.push(Some(map));
+    }
+    Ok(out)
+}
+
 /// The template with `{dir}` (the store file's directory), `{stem}` (its name up to the last `.`) and
 /// `{id}` (the session id) filled in.
 pub fn sidecar_path(template: &str, store: &Path, id: &str) -> PathBuf {
+    fill(template, store, id, &Value::Null).unwrap_or_else(|| store.to_path_buf())
+}
+
+/// Whether a template names something of one session (`{id}`, or a member of the session object),
+/// rather than only of the store file.
+pub fn per_session(template: &str) -> bool {
+    placeholders(template).any(|p| p != "dir" && p != "stem")
+}
+
+fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|s| s.split_once('}').map(|(name, _)| name))
+}
+
+/// The template filled in: `{dir}`, `{stem}`, `{id}`, and `{name}` for a top-level member of the
+/// session (a string or number: a Cursor composer's workspace id). A value becomes one path component
+/// (`/`, `\` and NUL taken out); None when a member is missing or would climb (`.`, `..`).
+fn fill(template: &str, store: &Path, id: &str, session: &Value) -> Option<PathBuf> {
     let dir = store.parent().unwrap_or(Path::new("/"));
     let stem = store
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let safe_id: String = id
-        .chars()
-        .filter(|c| !matches!(c, '/' | '\\') && *c != '\0')
-        .collect();
-    let rest = template["{dir}".len()..]
+    let component = |v: &str| -> String {
+        v.chars()
+            .filter(|c| !matches!(c, '/' | '\\') && *c != '\0')
+            .collect()
+    };
+    let mut rest = template["{dir}".len()..]
         .replace("{stem}", &stem)
-        .replace("{id}", &safe_id);
-    crate::util::paths::normalize(&dir.join(rest.trim_start_matches(['/', '\\'])))
+        .replace("{id}", &component(id));
+    let names: Vec<String> = placeholders(&rest).map(str::to_string).collect();
+    for name in names {
+        let value = match session.get(&name)? {
+            Value::String(s) => component(s),
+            Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        if value.is_empty() || value == "." || value == ".." {
+            return None;
+        }
+        rest = rest.replace(&format!("{{{name}}}"), &value);
+    }
+    Some(crate::util::paths::normalize(
+        &dir.join(rest.trim_start_matches(['/', '\\'])),
+    ))
 }
 
 /// The known repo whose path hashes to `hash`.
@@ -123,6 +272,45 @@ fn match_hash(algo: HashAlgo, hash: &str, known: &[PathBuf]) -> Result<String, S
                 known.len()
             )
         })
+}
+
+/// The one known repo whose path, with every character `chars` matches made `-`, is `slug` (both
+/// compared without leading and trailing `-`): a slug is lossy, so two repos that give it place nothing.
+fn match_slug(chars: &str, slug: &str, known: &[PathBuf]) -> Result<String, String> {
+    let Ok(re) = regex::Regex::new(chars) else {
+        return Err(format!("the slug regex /{chars}/ does not compile"));
+    };
+    let want = slug.trim_matches('-');
+    let slugs: Vec<(String, String)> = known
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .map(|p| (re.replace_all(&p, "-").trim_matches('-').to_string(), p))
+        .collect();
+    // Exactly as written, else regardless of case (a Windows drive letter is slugged lower-case).
+    let mut hits: Vec<String> = slugs
+        .iter()
+        .filter(|(s, _)| s == want)
+        .map(|(_, p)| p.clone())
+        .collect();
+    if hits.is_empty() {
+        hits = slugs
+            .iter()
+            .filter(|(s, _)| s.eq_ignore_ascii_case(want))
+            .map(|(_, p)| p.clone())
+            .collect();
+    }
+    match hits.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(format!(
+            "the slug {want} matches none of the {} repos almanac knows (run `almanac init` in the project)",
+            known.len()
+        )),
+        many => Err(format!(
+            "the slug {want} matches {} repos almanac knows ({}): a slug cannot tell them apart",
+            many.len(),
+            many.join(", ")
+        )),
+    }
 }
 
 /// `file:///home/u/p` → `/home/u/p`; `file:///c%3A/Users/u` and `file:///C:/x` → `C:/x`. Anything else
@@ -204,6 +392,8 @@ mod tests {
             session: &session,
             messages: &messages,
             known: &[],
+            rel: "x.json",
+            lookups: &[],
         };
         let (dir, _) = derive(&[ProjectSource::Text(re)], &i).unwrap();
         assert_eq!(dir, r"C:\Users\u\p");
@@ -219,6 +409,79 @@ mod tests {
         );
         let e = match_hash(HashAlgo::Md5, &h, &known).unwrap_err();
         assert!(e.contains("matches none of the 2 repos"), "{e}");
+    }
+
+    #[test]
+    fn a_slug_places_a_session_only_on_the_one_known_repo_that_gives_it() {
+        let known = vec![
+            PathBuf::from("/home/u/my_app"),
+            PathBuf::from("/home/u/my-app"),
+            PathBuf::from("/home/u/other"),
+        ];
+        let chars = "[^A-Za-z0-9]";
+        assert_eq!(
+            match_slug(chars, "home-u-other", &known).unwrap(),
+            "/home/u/other"
+        );
+        let e = match_slug(chars, "home-u-my-app", &known).unwrap_err();
+        assert!(e.contains("matches 2 repos"), "{e}");
+        let win = vec![PathBuf::from(r"D:\1spbfq\video_player_app")];
+        assert_eq!(
+            match_slug("[^A-Za-z0-9]+", "d-1spbfq-video-player-app", &win).unwrap(),
+            r"D:\1spbfq\video_player_app"
+        );
+        let e = match_slug(chars, "home-u-gone", &known).unwrap_err();
+        assert!(e.contains("matches none of the 3"), "{e}");
+    }
+
+    #[test]
+    fn a_lookup_template_expands_one_level_per_star() {
+        let d = tempfile::tempdir().unwrap();
+        let g = d.path().join("User/globalStorage");
+        std::fs::create_dir_all(&g).unwrap();
+        for w in ["b", "a", "c"] {
+            let ws = d.path().join("User/workspaceStorage").join(w);
+            std::fs::create_dir_all(&ws).unwrap();
+            if w != "c" {
+                std::fs::write(ws.join("state.vscdb"), b"x").unwrap();
+            }
+        }
+        let found = expand(
+            "{dir}/../workspaceStorage/*/state.vscdb",
+            &g.join("state.vscdb"),
+        );
+        let names: Vec<String> = found
+            .iter()
+            .map(|p| {
+                p.parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into()
+            })
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_sidecar_may_be_named_by_a_member_of_the_session_but_never_climb() {
+        let store = Path::new("/c/User/globalStorage/state.vscdb");
+        let t = "{dir}/../workspaceStorage/{workspace}/workspace.json";
+        assert!(per_session(t));
+        assert!(!per_session("{dir}/../.project_root"));
+        let s = serde_json::json!({"workspace": "60f9"});
+        assert_eq!(
+            fill(t, store, "x", &s).unwrap(),
+            PathBuf::from("/c/User/workspaceStorage/60f9/workspace.json")
+        );
+        let s = serde_json::json!({"workspace": "../../etc"});
+        assert_eq!(
+            fill(t, store, "x", &s).unwrap(),
+            PathBuf::from("/c/User/workspaceStorage/....etc/workspace.json")
+        );
+        assert!(fill(t, store, "x", &serde_json::json!({"workspace": ".."})).is_none());
+        assert!(fill(t, store, "x", &serde_json::json!({})).is_none());
     }
 
     #[test]

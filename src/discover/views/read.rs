@@ -84,6 +84,14 @@ pub fn read_store(
             one(spec, rel, document(messages, doc))
         }
         ViewFormat::Markdown(md) => super::markdown::read(md, path, &read_document(path)?),
+        ViewFormat::Text { block } => one(
+            spec,
+            rel,
+            (
+                Value::Object(Map::new()),
+                super::text::messages(block, &read_document(path)?),
+            ),
+        ),
         ViewFormat::Sqlite {
             sessions,
             messages,
@@ -91,7 +99,7 @@ pub fn read_store(
         } => super::sqlite::read(
             spec,
             scratch,
-            path,
+            (path, rel),
             (sessions, messages, json_columns),
             unchanged,
         ),
@@ -145,7 +153,8 @@ fn top_member(path: &str) -> Option<String> {
 
 /// A replay log: the last write of each message id wins, in first-appearance order; `$set` patches
 /// the session (its `messages` replaces the list); `$rewindTo` drops that message and every later one.
-/// A line that is not JSON (one being written) ends the log there.
+/// A line that is not JSON (one being written) ends the log there. Without `session.message_id` the
+/// log is plain JSONL that may be rewritten whole (Cursor's agent transcripts): every record a message.
 fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
     let mut session = Map::new();
     let mut list: Vec<(String, Value)> = Vec::new();
@@ -186,6 +195,11 @@ fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
             continue;
         }
         let value = Value::Object(rec);
+        if spec.message_id.is_none() {
+            // No message ids: a plain JSONL log, every record a message (known by its content).
+            list.push((String::new(), value));
+            continue;
+        }
         match id_of(&value) {
             Some(id) => match list.iter_mut().find(|(i, _)| *i == id) {
                 Some(slot) => slot.1 = value,
@@ -246,6 +260,17 @@ mod tests {
         let (_, list) = replay(&spec(), set.as_bytes());
         assert_eq!(ids(&list), ["x", "y"]);
         assert_eq!(list[0]["v"], 2);
+    }
+
+    #[test]
+    fn a_log_without_message_ids_is_a_list_of_messages() {
+        let mut spec = spec();
+        spec.message_id = None;
+        let log = "{\"role\":\"user\",\"message\":{}}\n{\"role\":\"assistant\"}\n{\"role\":\"user\",\"message\":{}}\n";
+        let (session, list) = replay(&spec, log.as_bytes());
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[2]["role"], "user");
+        assert_eq!(session, serde_json::json!({}));
     }
 
     #[test]

@@ -161,15 +161,13 @@ fn query(
     Ok(out)
 }
 
-/// The sessions of a database: each listed row is a session; a session `unchanged` says the last read
-/// left as it is (same id and `updated`) is not queried for its messages.
-pub fn read(
-    spec: &ViewSpec,
+/// Runs `f` on a private copy of the database at `path` (and its WAL), opened `query_only` with
+/// almanac's SQL functions; the copy is removed after.
+pub fn with_copy<T>(
     scratch: &Path,
     path: &Path,
-    (sessions_sql, messages_sql, json_columns): (&str, &str, &[String]),
-    unchanged: &dyn Fn(&str, Option<&str>) -> bool,
-) -> Result<Vec<SessionRead>, ReadError> {
+    f: impl FnOnce(&rusqlite::Connection) -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
     crate::util::atomic::ensure_private_dir(scratch)
         .map_err(|e| ReadError::Bad(format!("{}: {e}", scratch.display())))?;
     remove_stale(scratch);
@@ -185,30 +183,62 @@ pub fn read(
     let conn = rusqlite::Connection::open(&db).map_err(|e| sql_error(path, "open", e))?;
     conn.pragma_update(None, "query_only", true)
         .map_err(|e| sql_error(path, "open", e))?;
-    let rows = query(&conn, sessions_sql, None, json_columns)
-        .map_err(|e| sql_error(path, "the sessions query", e))?;
-    let mut out = Vec::with_capacity(rows.len());
-    for session in rows {
-        let Some(id) = session_id(spec, &session, "") else {
-            continue;
-        };
-        let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
-        let messages = if unchanged(&id, updated.as_deref()) {
-            None
-        } else {
-            Some(
-                query(&conn, messages_sql, Some(&id), json_columns)
-                    .map_err(|e| sql_error(path, "the messages query", e))?,
-            )
-        };
-        out.push(SessionRead {
-            id,
-            session,
-            messages,
-            updated,
-        });
-    }
+    crate::rules::views::register_functions(&conn).map_err(|e| sql_error(path, "open", e))?;
+    let out = f(&conn);
     drop(conn);
     drop(scratch);
-    Ok(out)
+    out
+}
+
+/// The first column of each row `sql` lists, as text (a `project` lookup's session ids).
+pub fn list_ids(scratch: &Path, path: &Path, sql: &str) -> Result<Vec<String>, ReadError> {
+    with_copy(scratch, path, |conn| {
+        let rows = query(conn, sql, None, &[]).map_err(|e| sql_error(path, "the ids query", e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| match r.as_object()?.values().next()? {
+                Value::String(s) if !s.is_empty() => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect())
+    })
+}
+
+/// The sessions of a database: each listed row is a session; a session `unchanged` says the last read
+/// left as it is (same id and `updated`) is not queried for its messages. `rel`, the database's path
+/// under its root, is what `session.id_from_path` reads.
+pub fn read(
+    spec: &ViewSpec,
+    scratch: &Path,
+    (path, rel): (&Path, &str),
+    (sessions_sql, messages_sql, json_columns): (&str, &str, &[String]),
+    unchanged: &dyn Fn(&str, Option<&str>) -> bool,
+) -> Result<Vec<SessionRead>, ReadError> {
+    with_copy(scratch, path, |conn| {
+        let rows = query(conn, sessions_sql, None, json_columns)
+            .map_err(|e| sql_error(path, "the sessions query", e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for session in rows {
+            let Some(id) = session_id(spec, &session, rel) else {
+                continue;
+            };
+            let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
+            let messages = if unchanged(&id, updated.as_deref()) {
+                None
+            } else {
+                Some(
+                    query(conn, messages_sql, Some(&id), json_columns)
+                        .map_err(|e| sql_error(path, "the messages query", e))?,
+                )
+            };
+            out.push(SessionRead {
+                id,
+                session,
+                messages,
+                updated,
+            });
+        }
+        Ok(out)
+    })
 }

@@ -15,6 +15,7 @@ mod claude_capture;
 mod codex_capture;
 mod common;
 mod corpus;
+mod cursor;
 mod fidelity;
 mod first_run;
 mod fixtures;

@@ -34,14 +34,14 @@ fn opencode_world() -> Live {
     l
 }
 
-fn sessions(l: &Live, app: &str) -> Vec<serde_json::Value> {
+pub(crate) fn sessions(l: &Live, app: &str) -> Vec<serde_json::Value> {
     let mut cmd = l.w.almanac();
     cmd.args(["capture", "sessions", "--json", "--apps", app]);
     let v = json_ok(&mut cmd);
     v["sessions"].as_array().cloned().unwrap_or_default()
 }
 
-fn by_id<'a>(rows: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
+pub(crate) fn by_id<'a>(rows: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
     rows.iter()
         .find(|r| r["sessionId"] == id)
         .unwrap_or_else(|| panic!("no session {id} in {rows:?}"))
@@ -80,12 +80,12 @@ fn add_exchange(c: &Connection, session: &str, n: u32, prompt: &str) {
     .unwrap();
 }
 
-fn started(s: &serde_json::Value) -> Vec<serde_json::Value> {
+pub(crate) fn started(s: &serde_json::Value) -> Vec<serde_json::Value> {
     items(s, "started").into_iter().cloned().collect()
 }
 
 /// Every file in `dir` with its size, mtime and content hash.
-fn snapshot(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, String)> {
+pub(crate) fn snapshot(dir: &Path) -> Vec<(String, u64, std::time::SystemTime, String)> {
     use sha2::Digest;
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .unwrap()

@@ -89,7 +89,8 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
             || s.session.parent.is_some()
             || s.session.updated.is_some()
             || s.session.message_id.is_some()
-            || s.session.drop_message_ids.is_some();
+            || s.session.drop_message_ids.is_some()
+            || !s.session.not_beside.is_empty();
         if view_keys {
             cx.err(
                 at("session"),
@@ -134,6 +135,16 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         .drop_message_ids
         .as_ref()
         .and_then(|r| cx.regex(&at("session.drop_message_ids"), r));
+    for (j, name) in s.session.not_beside.iter().enumerate() {
+        let plain = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\']);
+        if !plain {
+            cx.err(
+                at(&format!("session.not_beside[{j}]")),
+                format!("`{name}` is not a file name"),
+                "a name of a file in the same directory, e.g. api_conversation_history.json",
+            );
+        }
+    }
     let project: Vec<ProjectSource> = s
         .project
         .iter()
@@ -151,6 +162,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         updated,
         message_id,
         drop_message_ids,
+        not_beside: s.session.not_beside.clone(),
         project,
     })))
 }

@@ -494,7 +494,7 @@ stores:
       sessions: "SELECT id FROM session"
       messages: "SELECT id, data FROM message WHERE session_id = ?1"
       json_columns: [data]
-    session: { id: ["$.id"], parent: "$.parent_id", updated: "$.updated", message_id: "$.id", drop_message_ids: "_x$" }
+    session: { id: ["$.id"], parent: "$.parent_id", updated: "$.updated", message_id: "$.id", drop_message_ids: "_x$", not_beside: ["other.db"] }
     project: [ { store_dir: 1 } ]
   - name: docs
     format: json

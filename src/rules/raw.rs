@@ -168,6 +168,9 @@ pub struct RawViewSession {
     pub message_id: Option<String>,
     /// Messages whose id this regex matches are left out of the view (a store's own duplicates).
     pub drop_message_ids: Option<String>,
+    /// A store file beside a file of one of these names is not read (another store reads its session).
+    #[serde(default)]
+    pub not_beside: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -99,6 +99,9 @@ pub struct ViewSpec {
     pub message_id: Option<JsonPath>,
     /// Messages whose id matches are left out of the view.
     pub drop_message_ids: Option<Regex>,
+    /// A store file with a file of one of these names beside it is not read: another store of the set
+    /// reads that session (Cline's task directory: its API history, else its UI messages).
+    pub not_beside: Vec<String>,
     /// Where the session's project directory is, tried in order.
     pub project: Vec<ProjectSource>,
 }

@@ -555,8 +555,15 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
         by_id(&rows, TEXT_TRANSCRIPT)["lastPrompt"],
         "and the favicon is missing"
     );
+    let beside = store.parent().unwrap().to_path_buf();
+    let before = snapshot(&beside);
     let s = l.sweep_args(&["--apps", "cursor"]);
     l.wait_idle();
+    assert_eq!(
+        snapshot(&beside),
+        before,
+        "the sweep changed a file beside the CLI store"
+    );
     let runs = started(&s);
     assert_eq!(runs.len(), 2, "{s}");
     for (id, seen) in [(TEXT_TRANSCRIPT, text_seen), (CLI_AGENT, cli_seen)] {

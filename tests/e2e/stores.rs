@@ -549,6 +549,51 @@ fn a_cline_vscode_task_is_placed_by_its_environment_details() {
     assert_eq!(task["lastPrompt"], "Add a hello world to it.");
 }
 
+/// A VS Code task directory holding only ui_messages.json (Cline has not written the API history yet):
+/// still one session, read from the UI messages; once the API history is there, read from it alone.
+#[test]
+fn a_cline_vscode_task_with_only_ui_messages_is_one_session_and_one_with_both_is_read_once() {
+    let tasks = ".config/Code/User/globalStorage/saoudrizwan.claude-dev";
+    let l = copied_world("synthetic/cline-vscode", tasks);
+    let ui_only = copied_world("synthetic/cline-vscode-ui", tasks);
+    let from = ui_only.w.home().join(tasks).join("tasks/1777074200000");
+    let dir = l.w.home().join(tasks).join("tasks/1777074200000");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ui = std::fs::read_to_string(from.join("ui_messages.json"))
+        .unwrap()
+        .replace(ui_only.repo.to_str().unwrap(), l.repo.to_str().unwrap());
+    std::fs::write(dir.join("ui_messages.json"), ui).unwrap();
+    let rows = sessions(&l, "cline");
+    // The fixture's task has both files: one session, from its API history; the new one from its UI.
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let task = by_id(&rows, "1777074200000");
+    assert_eq!(task["projectDir"], l.repo.to_str().unwrap(), "{task}");
+    // The task and the user's feedback; the follow-up question, API requests and the completion are not.
+    assert_eq!(task["userTurns"], 2, "{task}");
+    assert_eq!(task["firstPrompt"], "Which tests cover the parser?");
+    assert_eq!(task["lastPrompt"], "Yes, add one for empty input.");
+    assert!(
+        text_of(&task["transcriptPath"]).ends_with("1777074200000.jsonl"),
+        "{task}"
+    );
+    let old = by_id(&rows, "1777073160794");
+    assert_eq!(old["userTurns"], 2, "{old}");
+    // The API history appears beside it: the same task, now read from the history alone.
+    let history =
+        l.w.home()
+            .join(tasks)
+            .join("tasks/1777073160794/api_conversation_history.json");
+    std::fs::copy(history, dir.join("api_conversation_history.json")).unwrap();
+    let rows = sessions(&l, "cline");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let d = l.w.dry_run(&["--apps", "cline", "--quiet", "0m"]);
+    assert_eq!(d["stats"]["duplicates"], 0, "{d}");
+}
+
+fn text_of(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
 const CONTINUED: &str = "be78b65e-74dd-4539-bea4-241a55434035";
 
 #[test]

@@ -122,6 +122,7 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
             files.push(project::sidecar_path(&i.file, store, ""));
         }
     }
+    files.extend(spec.not_beside.iter().map(|n| store.with_file_name(n)));
     for p in &spec.project {
         match p {
             ProjectSource::Value {

@@ -74,6 +74,13 @@ pub fn read_store(
     rel: &str,
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
 ) -> Result<Vec<SessionRead>, ReadError> {
+    if spec
+        .not_beside
+        .iter()
+        .any(|n| std::fs::symlink_metadata(path.with_file_name(n)).is_ok())
+    {
+        return Ok(Vec::new());
+    }
     match &spec.format {
         ViewFormat::Replay => one(spec, rel, replay(spec, &read_document(path)?)),
         ViewFormat::Json { messages } => {
@@ -231,6 +238,7 @@ mod tests {
             updated: None,
             message_id: Some(JsonPath::parse("$.id").unwrap()),
             drop_message_ids: None,
+            not_beside: Vec::new(),
             project: Vec::new(),
         }
     }

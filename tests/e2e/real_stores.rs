@@ -59,6 +59,30 @@ struct Installed {
 }
 
 /// One finished run.
+/// Waits for `child` until `limit` from `start`, then kills its process group (the client was started
+/// as a group leader: whatever it left, or at the limit the client itself, goes with it). None when it
+/// was still running at the limit.
+pub(crate) fn wait_then_kill_group(
+    child: &mut std::process::Child,
+    start: Instant,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGKILL);
+    }
+    let _ = child.wait();
+    status
+}
+
 struct Ran {
     code: Option<i32>,
     stdout: String,
@@ -417,22 +441,7 @@ impl Installed {
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             let _ = pipe.write_all(text.as_bytes());
         }
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if start.elapsed() > RUN_LIMIT {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        // The CLI was started as a process-group leader: whatever it left (or, at the limit, the CLI
-        // itself) goes with the group.
-        unsafe {
-            libc::kill(-(child.id() as i32), libc::SIGKILL);
-        }
-        let _ = child.wait();
+        let status = wait_then_kill_group(&mut child, Instant::now(), RUN_LIMIT);
         let ran = Ran {
             code: status.and_then(|s| s.code()),
             stdout: std::fs::read_to_string(&out).unwrap_or_default(),

@@ -193,19 +193,7 @@ fn spawn(
 
 /// Waits for `child` (at most RUN_LIMIT from `start`), kills its process group, and returns the run.
 fn finish(mut child: Child, start: Instant, out: &Path) -> Ran {
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > RUN_LIMIT {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    unsafe {
-        libc::kill(-(child.id() as i32), libc::SIGKILL);
-    }
-    let _ = child.wait();
+    let status = crate::real_stores::wait_then_kill_group(&mut child, start, RUN_LIMIT);
     let ran = Ran {
         code: status.and_then(|s| s.code()),
         stdout: std::fs::read_to_string(out.join("stdout")).unwrap_or_default(),

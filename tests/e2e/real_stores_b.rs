@@ -305,20 +305,7 @@ fn run(
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let _ = pipe.write_all(text.as_bytes());
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > RUN_LIMIT {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    unsafe {
-        libc::kill(-(child.id() as i32), libc::SIGKILL);
-    }
-    let _ = child.wait();
+    let status = crate::real_stores::wait_then_kill_group(&mut child, Instant::now(), RUN_LIMIT);
     let ran = Ran {
         code: status.and_then(|s| s.code()),
         stdout: std::fs::read_to_string(&out).unwrap_or_default(),

@@ -727,6 +727,114 @@ fn crush_and_old_opencode_stores_inside_a_repo_are_found_once_the_repo_is_known(
     }
 }
 
+/// Real Crush (2025 and 2026 schemas) and Go opencode databases people committed to public repositories
+/// (tests/fixtures/README.md): each session's prompts as a person reading them counts, the agent tool's
+/// child session a subagent.
+#[test]
+fn real_crush_and_old_opencode_stores_from_public_repositories_give_their_sessions_and_prompts() {
+    for (app, fixture, dir, expected, children) in [
+        (
+            "crush",
+            "real/stores/crush-real/.crush/crush.db",
+            ".crush/crush.db",
+            &[
+                // Five typed prompts; a tool result is a `tool` row.
+                (
+                    "0d21b928-b749-4f15-afae-f036954bae3f",
+                    5,
+                    "Forgejo keeps going down in my k3s cluster.",
+                    "I tried:",
+                ),
+                (
+                    "dc3d92ac-cf53-49d1-92b0-6df9c267c183",
+                    1,
+                    "Please help fix my kubernetes yaml files.",
+                    "Please help fix my kubernetes yaml files.",
+                ),
+                // A summary the person pasted by hand is a prompt.
+                (
+                    "093f9963-97b6-4279-9bea-ded429193b34",
+                    1,
+                    "Summary of the last session:",
+                    "Summary of the last session:",
+                ),
+            ][..],
+            1,
+        ),
+        (
+            "crush",
+            "real/stores/crush-real-2026/.crush/crush.db",
+            ".crush/crush.db",
+            &[
+                // Nine typed prompts; the row Crush writes after summarising is not one.
+                ("e369aabc-3f6a-4c03-b4bc-4293becef366", 9, "hola", "Hazlo"),
+                // A file pasted with no words.
+                (
+                    "05193330-a419-4f38-a955-8ea6c72cccc2",
+                    1,
+                    "[attached file]",
+                    "[attached file]",
+                ),
+            ][..],
+            0,
+        ),
+        (
+            "opencode",
+            "real/stores/opencode-go-real/.opencode/opencode.db",
+            ".opencode/opencode.db",
+            &[
+                // `/init`'s canned prompt, then three typed ones (the last is ":q", sent as a prompt).
+                (
+                    "8807c293-21aa-4832-b386-fa0ed7f4b628",
+                    4,
+                    "Please analyze this codebase and create a OpenCode.md file",
+                    ":q",
+                ),
+                (
+                    "b306a5a8-d696-4c74-ba26-c7a65552ef78",
+                    3,
+                    "do you remmeber what my last question was?",
+                    "I would like you to text the functionality",
+                ),
+                (
+                    "db7b3d68-4f9c-4930-a9ca-5f589333424a",
+                    2,
+                    "OKay, here is your chance to shine bot.",
+                    "can you test teh game really quick",
+                ),
+            ][..],
+            1,
+        ),
+    ] {
+        let l = live_world(3);
+        let db = l.repo.join(dir);
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        std::fs::copy(Path::new(FIXTURES).join(fixture), &db).unwrap();
+        let mut init = l.w.almanac();
+        init.args(["init", l.repo.to_str().unwrap()]);
+        stdout_ok(&mut init);
+        let rows = sessions(&l, app);
+        assert_eq!(rows.len(), expected.len(), "{fixture}: {rows:?}");
+        for (id, turns, first, last) in expected {
+            let r = by_id(&rows, id);
+            assert_eq!(r["projectDir"], l.repo.to_str().unwrap(), "{r}");
+            assert_eq!(r["userTurns"], *turns, "{fixture}: {r}");
+            assert!(r["firstPrompt"].as_str().unwrap().starts_with(first), "{r}");
+            assert!(r["lastPrompt"].as_str().unwrap().starts_with(last), "{r}");
+        }
+        let s = l.w.dry_run(&["--apps", app, "--quiet", "0m"]);
+        assert_eq!(s["stats"]["subagents"], children, "{fixture}: {s}");
+        assert!(items(&s, "needsAttention").is_empty(), "{fixture}: {s}");
+        // Every session would be captured (a long one in chunks).
+        let mut started: Vec<&str> = items(&s, "started")
+            .iter()
+            .filter_map(|i| i["sessionId"].as_str())
+            .collect();
+        started.dedup();
+        assert_eq!(started.len(), expected.len(), "{fixture}: {s}");
+    }
+}
+
 /// Aider's chat log of a repo with six sessions (Aider 0.86.2 against the mock: `--message` runs, `/ask`,
 /// an interactive session ending in `/exit`, piped input, a multi-line prompt).
 #[test]

@@ -343,22 +343,10 @@ fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectS
         );
         return None;
     }
-    let grouped = |cx: &mut Ctx<'_>, key: &str, text: &str, eg: &str| {
-        let re = cx.regex(&format!("{at}.{key}"), text)?;
-        if re.captures_len() < 2 {
-            cx.err(
-                format!("{at}.{key}"),
-                "the regex needs a group (group 1 is the value)",
-                eg,
-            );
-            return None;
-        }
-        Some(re)
-    };
     if let Some(re) = &p.text {
         let re = grouped(
             cx,
-            "text",
+            &format!("{at}.text"),
             re,
             "e.g. '# Current Working Directory \\(([^)\\n]+)\\)'",
         )?;
@@ -367,25 +355,21 @@ fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectS
     if let Some(n) = p.store_dir {
         return Some(ProjectSource::StoreDir(n));
     }
-    let naming = if let Some(h) = p.hash.as_deref() {
-        Naming::Hash(match h {
-            "sha256" => HashAlgo::Sha256,
-            "md5" => HashAlgo::Md5,
-            other => {
-                cx.err(
-                    format!("{at}.hash"),
-                    format!("unknown hash `{other}`"),
-                    "sha256 or md5",
-                );
-                return None;
-            }
-        })
-    } else if let Some(chars) = &p.slug {
-        cx.regex(&format!("{at}.slug"), chars)?;
-        Naming::Slug(chars.clone())
-    } else {
-        Naming::Path { uri: p.uri }
+    let naming = naming(cx, at, p)?;
+    let from = value_from(cx, at, p)?;
+    let field = match &p.field {
+        Some(f) => Some(cx.path(&format!("{at}.field"), f)?),
+        None => None,
     };
+    Some(ProjectSource::Value {
+        from,
+        field,
+        naming,
+    })
+}
+
+/// Where a `Value` source reads its value (None after a diagnostic).
+fn value_from(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ValueFrom> {
     let from_dir = |cx: &mut Ctx<'_>, key: &str, t: &str| {
         if t.starts_with("{dir}") {
             return true;
@@ -405,10 +389,10 @@ fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectS
         );
         return None;
     }
-    let from = match (&p.path, &p.lookup, &p.sidecar) {
+    Some(match (&p.path, &p.lookup, &p.sidecar) {
         (Some(re), None, None) => ValueFrom::Path(grouped(
             cx,
-            "path",
+            &format!("{at}.path"),
             re,
             "e.g. '^([0-9a-f]{32})/' (a directory named by a hash of the project path)",
         )?),
@@ -447,14 +431,38 @@ fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectS
             );
             return None;
         }
-    };
-    let field = match &p.field {
-        Some(f) => Some(cx.path(&format!("{at}.field"), f)?),
-        None => None,
-    };
-    Some(ProjectSource::Value {
-        from,
-        field,
-        naming,
     })
+}
+
+/// How a value names the directory: `hash`, `slug`, or a path (a `uri` or not).
+fn naming(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<Naming> {
+    Some(if let Some(h) = p.hash.as_deref() {
+        Naming::Hash(match h {
+            "sha256" => HashAlgo::Sha256,
+            "md5" => HashAlgo::Md5,
+            other => {
+                cx.err(
+                    format!("{at}.hash"),
+                    format!("unknown hash `{other}`"),
+                    "sha256 or md5",
+                );
+                return None;
+            }
+        })
+    } else if let Some(chars) = &p.slug {
+        cx.regex(&format!("{at}.slug"), chars)?;
+        Naming::Slug(chars.clone())
+    } else {
+        Naming::Path { uri: p.uri }
+    })
+}
+
+/// A regex with a group (group 1 the value), or None after a diagnostic naming `key`.
+fn grouped(cx: &mut Ctx<'_>, key: &str, text: &str, eg: &str) -> Option<regex::Regex> {
+    let re = cx.regex(key, text)?;
+    if re.captures_len() < 2 {
+        cx.err(key, "the regex needs a group (group 1 is the value)", eg);
+        return None;
+    }
+    Some(re)
 }

@@ -224,6 +224,40 @@ impl Made<'_> {
         (header, project)
     }
 
+    /// Writes each session's view into `dir` (one a session the read did not query again keeps its
+    /// messages) and indexes it in `next`; the last error, if any.
+    fn write(
+        &self,
+        dir: &Path,
+        sessions: &[SessionRead],
+        next: &mut Index,
+    ) -> Option<(bool, String)> {
+        let mut error = None;
+        for s in sessions {
+            let file = file_name(&s.id);
+            let path = dir.join(&file);
+            let messages = match &s.messages {
+                Some(m) => std::borrow::Cow::Borrowed(m),
+                None => match old_messages(&path) {
+                    Some(m) => std::borrow::Cow::Owned(m),
+                    None => continue,
+                },
+            };
+            let (header, project) = self.header(s, &messages);
+            if let Err(e) = write_if_changed(&path, &self.bytes(&header, &messages)) {
+                error = Some((false, format!("{}: {e}", path.display())));
+                continue;
+            }
+            next.sessions.push(Indexed {
+                id: s.id.clone(),
+                file,
+                updated: s.updated.clone(),
+                project,
+            });
+        }
+        error
+    }
+
     /// The view's bytes: the header, then each message with its id first.
     fn bytes(&self, header: &Value, messages: &[Value]) -> Vec<u8> {
         let mut out = serde_json::to_vec(header).unwrap_or_default();
@@ -392,31 +426,9 @@ pub fn views_of(
         known,
         lookups: &lookups,
     };
-    let mut error = None;
     let queried = sessions.iter().filter(|s| s.messages.is_some()).count() as u64;
     SESSIONS_QUERIED.fetch_add(queried, std::sync::atomic::Ordering::Relaxed);
-    for s in &sessions {
-        let file = file_name(&s.id);
-        let path = dir.join(&file);
-        let messages = match &s.messages {
-            Some(m) => std::borrow::Cow::Borrowed(m),
-            None => match old_messages(&path) {
-                Some(m) => std::borrow::Cow::Owned(m),
-                None => continue,
-            },
-        };
-        let (header, project) = made.header(s, &messages);
-        if let Err(e) = write_if_changed(&path, &made.bytes(&header, &messages)) {
-            error = Some((false, format!("{}: {e}", path.display())));
-            continue;
-        }
-        next.sessions.push(Indexed {
-            id: s.id.clone(),
-            file,
-            updated: s.updated.clone(),
-            project,
-        });
-    }
+    let mut error = made.write(&dir, &sessions, &mut next);
     for old in &index.sessions {
         if !next.sessions.iter().any(|s| s.file == old.file) {
             let _ = std::fs::remove_file(dir.join(&old.file));

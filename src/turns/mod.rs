@@ -309,21 +309,8 @@ impl<'a> Reader<'a> {
         if self.skipper.skips(line, &record) {
             return true;
         }
-        if let Some(q) = &self.turns.queue {
-            let holds =
-                |p: &Option<crate::rules::Predicate>| p.as_ref().is_some_and(|p| p.holds(&record));
-            if holds(&q.deliver) {
-                self.b.deliver(false);
-                return true;
-            }
-            if holds(&q.inject) {
-                self.b.deliver(true);
-                return true;
-            }
-            if holds(&q.withdraw) {
-                self.b.withdraw();
-                return true;
-            }
+        if self.queue_event(&record) {
+            return true;
         }
         let prompt = |record: &Pruned<'_>| {
             self.turns
@@ -374,45 +361,10 @@ impl<'a> Reader<'a> {
                 queued,
                 self.turns.merge_repeated_prompts,
             );
-        } else if !all {
-            if self
-                .turns
-                .assistant
-                .iter()
-                .any(|t| t.applies(&record) && t.has_text(&record))
-            {
-                self.b.assistant(line, &ts, None, String::new());
-            }
         } else {
-            for t in self.turns.assistant.iter().filter(|t| t.applies(&record)) {
-                if let Some(text) = t.text(&record) {
-                    let group = t.group.as_ref().and_then(|g| {
-                        let mut group = None;
-                        g.any(&record, |v| {
-                            group = v.as_str().map(str::to_string);
-                            group.is_some()
-                        });
-                        group
-                    });
-                    self.b.assistant(line, &ts, group, text);
-                    break;
-                }
-            }
+            self.answer(line, &record, &ts, all);
         }
-        // A count needs a tool only while the turn is unanswered (or none is open).
-        let tools_matter =
-            self.opts.keep != Keep::Counts || self.b.current.as_ref().is_none_or(|c| c.quiet());
-        let turns = self.turns;
-        for (when, name) in turns.tools.iter().filter(|_| tools_matter) {
-            if when.as_ref().is_none_or(|w| w.holds(&record)) {
-                name.any(&record, |v| {
-                    if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
-                        self.b.tool(line, &ts, n.to_string());
-                    }
-                    false
-                });
-            }
-        }
+        self.tools(line, &record, &ts);
         if self
             .opts
             .stop_after_turns
@@ -421,6 +373,74 @@ impl<'a> Reader<'a> {
             return false;
         }
         true
+    }
+
+    /// A queue record (`deliver`, `inject`, `withdraw`) applied to the open prompts: whether it was one.
+    fn queue_event(&mut self, record: &Pruned<'_>) -> bool {
+        let Some(q) = &self.turns.queue else {
+            return false;
+        };
+        let holds =
+            |p: &Option<crate::rules::Predicate>| p.as_ref().is_some_and(|p| p.holds(record));
+        if holds(&q.deliver) {
+            self.b.deliver(false);
+        } else if holds(&q.inject) {
+            self.b.deliver(true);
+        } else if holds(&q.withdraw) {
+            self.b.withdraw();
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// An assistant record: its text and message group when `all` is kept, else only that it answers.
+    fn answer(&mut self, line: u64, record: &Pruned<'_>, ts: &Option<String>, all: bool) {
+        if !all {
+            if self
+                .turns
+                .assistant
+                .iter()
+                .any(|t| t.applies(record) && t.has_text(record))
+            {
+                self.b.assistant(line, ts, None, String::new());
+            }
+            return;
+        }
+        for t in self.turns.assistant.iter().filter(|t| t.applies(record)) {
+            if let Some(text) = t.text(record) {
+                let group = t.group.as_ref().and_then(|g| {
+                    let mut group = None;
+                    g.any(record, |v| {
+                        group = v.as_str().map(str::to_string);
+                        group.is_some()
+                    });
+                    group
+                });
+                self.b.assistant(line, ts, group, text);
+                break;
+            }
+        }
+    }
+
+    /// The record's tool calls; a count needs a tool only while the turn is unanswered (or none is open).
+    fn tools(&mut self, line: u64, record: &Pruned<'_>, ts: &Option<String>) {
+        let tools_matter =
+            self.opts.keep != Keep::Counts || self.b.current.as_ref().is_none_or(|c| c.quiet());
+        if !tools_matter {
+            return;
+        }
+        let turns = self.turns;
+        for (when, name) in &turns.tools {
+            if when.as_ref().is_none_or(|w| w.holds(record)) {
+                name.any(record, |v| {
+                    if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
+                        self.b.tool(line, ts, n.to_string());
+                    }
+                    false
+                });
+            }
+        }
     }
 
     /// The turns read; `bytes_read`: what was read to give the lines.

@@ -377,7 +377,17 @@ fn consider<T: WalkItem>(
     };
     if entry.file_type().is_file() {
         consider_file(at, entry.path(), || entry.metadata(), stats, out);
+    } else if entry.file_type().is_symlink() && linked_files_named(at) {
+        if let Some(m) = std::fs::metadata(entry.path()).ok().filter(|m| m.is_file()) {
+            consider_file(at, entry.path(), || Ok::<_, ()>(m), stats, out);
+        }
     }
+}
+
+/// A store read into views that does not follow links still hands out a linked file: its reader opens
+/// files without following links and refuses that one by name, so the refusal is seen.
+fn linked_files_named(at: &StoreRoot) -> bool {
+    !at.store.follow_symlinks && at.store.kind.view().is_some()
 }
 
 /// A regular file: added to `out` when the store's globs select it (its metadata is only read then).
@@ -482,10 +492,10 @@ fn each_entry(
             f(Seen::Dir(path), stats)?;
         } else if ft.is_file() {
             f(Seen::File(path, e), stats)?;
-        } else if ft.is_symlink() && at.store.follow_symlinks {
+        } else if ft.is_symlink() && (at.store.follow_symlinks || linked_files_named(at)) {
             match std::fs::metadata(&path) {
                 Err(_) => stats.unreadable += 1,
-                Ok(m) if m.is_dir() => return None,
+                Ok(m) if m.is_dir() && at.store.follow_symlinks => return None,
                 Ok(m) if m.is_file() => f(Seen::Linked(path, m), stats)?,
                 Ok(_) => {}
             }

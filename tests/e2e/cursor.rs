@@ -609,3 +609,111 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
         "{why}"
     );
 }
+
+/// What a stranger may leave in Cursor's directories: a database that defines a view (SQL the store
+/// would have almanac run), a query that runs too long, a list element that is not an object, a
+/// workspace database that is not one, a workspace directory that is a link out of the store. Each is
+/// refused or passed over, naming the file, and the good conversations are still read.
+#[test]
+fn hostile_cursor_stores_are_refused_by_name_and_hide_nothing_else() {
+    let l = ide_world("cursor");
+    point_workspaces_at(&l, &l.repo);
+    let ws = user_dir(&l).join("workspaceStorage");
+    // Not a database, long settled (not one being written): passed over, the rest read.
+    std::fs::create_dir_all(ws.join("zzz")).unwrap();
+    let junk = ws.join("zzz/state.vscdb");
+    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    set_age(&junk, HOURS_2);
+    // A workspace directory that links out of the store, holding a database and folder of its own.
+    let outside = l.w.root().join("outside");
+    copy_tree(
+        &Path::new(FIXTURES)
+            .join(STORES)
+            .join("cursor-2024/User/workspaceStorage/6ae6eb0531606929850a78b0a04649f1"),
+        &outside,
+    );
+    std::os::unix::fs::symlink(&outside, ws.join("linked")).unwrap();
+    // A header that is a string, not an object, in front of the real composer's.
+    let c = Connection::open(global_db(&l)).unwrap();
+    let mut data = composer(&c, COMPOSER_2025);
+    data["fullConversationHeadersOnly"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, json!("x"));
+    set_composer(&c, COMPOSER_2025, &data);
+    drop(c);
+    // One conversation: not the nine of the linked workspace's database.
+    let rows = sessions(&l, "cursor");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = by_id(&rows, COMPOSER_2025);
+    assert_eq!(r["userTurns"], 9, "{r}");
+    assert_eq!(r["projectDir"], l.repo.to_str().unwrap(), "{r}");
+    let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
+    // The junk is a workspace store itself: it needs attention, named; the composer is captured.
+    let why = items(&d, "needsAttention");
+    assert_eq!(why.len(), 1, "{d}");
+    assert!(text(&why[0]["detail"]).contains("zzz/state.vscdb"), "{d}");
+    assert_eq!(started(&d).len(), 1, "{d}");
+    // The linked workspace's database is no store of this user's: not listed, not read.
+    assert!(
+        !d.to_string().contains("linked"),
+        "a linked directory was followed: {d}"
+    );
+
+    // A view in the database: refused, naming it; the views of the last read stay listed.
+    let c = Connection::open(global_db(&l)).unwrap();
+    c.execute_batch("CREATE VIEW evil AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x FROM r")
+        .unwrap();
+    drop(c);
+    let global = global_db(&l);
+    let about_global = |d: &serde_json::Value| -> Vec<String> {
+        items(d, "needsAttention")
+            .iter()
+            .filter(|i| i["transcriptPath"] == global.to_str().unwrap())
+            .map(|i| text(&i["detail"]).to_string())
+            .collect()
+    };
+    let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
+    let why = about_global(&d);
+    assert_eq!(why.len(), 1, "{d}");
+    assert!(why[0].contains("view"), "{why:?}");
+    assert_eq!(
+        sessions(&l, "cursor").len(),
+        1,
+        "the last read's views are kept"
+    );
+    // Unchanged, it is not copied again, and still says why.
+    let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
+    assert_eq!(d["stats"]["storesRead"], 0, "{d}");
+    assert_eq!(about_global(&d).len(), 1, "{d}");
+}
+
+#[test]
+fn a_cursor_query_past_the_deadline_is_stopped_and_the_store_needs_attention() {
+    let l = ide_world("cursor");
+    let c = Connection::open(global_db(&l)).unwrap();
+    // A composer of 400,000 headers whose bubbles are not there: each is looked up, none found.
+    let mut data = composer(&c, COMPOSER_2025);
+    data["composerId"] = json!("0000aaaa-0000-4000-8000-00000000dead");
+    data["fullConversationHeadersOnly"] = (0..400_000)
+        .map(|n| json!({"bubbleId": format!("missing-{n}"), "type": 1}))
+        .collect();
+    set_composer(&c, "0000aaaa-0000-4000-8000-00000000dead", &data);
+    drop(c);
+    let mut cmd = l.w.almanac();
+    cmd.env("ALMANAC_TEST_STORE_DEADLINE_MS", "300").args([
+        "capture",
+        "sweep",
+        "--dry-run",
+        "--json",
+        "--apps",
+        "cursor",
+        "--quiet",
+        "0m",
+    ]);
+    let s = json_ok(&mut cmd)["summary"].clone();
+    let why = items(&s, "needsAttention");
+    assert_eq!(why.len(), 1, "{s}");
+    let detail = text(&why[0]["detail"]);
+    assert!(detail.contains("took longer than"), "{detail}");
+}

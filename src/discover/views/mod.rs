@@ -50,6 +50,9 @@ struct Index {
     /// What each lookup store listed, at its stamp (so an unchanged one is not read again).
     #[serde(default)]
     lookups: project::LookupCache,
+    /// The stamp at which the store could not be read, and why: not read again until it changes.
+    #[serde(default)]
+    failed: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -376,6 +379,14 @@ pub fn views_of(
             error: None,
         };
     }
+    if let Some((at, why)) = &index.failed {
+        if *at == stamp {
+            return StoreViews {
+                files: listed(&index),
+                error: Some((false, why.clone())),
+            };
+        }
+    }
     let unchanged = |id: &str, updated: Option<&str>| {
         updated.is_some()
             && index.sessions.iter().any(|s| {
@@ -387,10 +398,17 @@ pub fn views_of(
     let sessions = match read::read_store(spec, &scratch, store, rel, &unchanged) {
         Ok(s) => s,
         Err(e) => {
-            let (files, busy) = match e {
-                ReadError::Busy(_) => (listed(&index), true),
-                ReadError::Bad(_) => (Vec::new(), false),
-            };
+            // The last read's views stay (nothing is lost); a store that cannot be read is not read
+            // again until it changes.
+            let busy = matches!(e, ReadError::Busy(_));
+            let files = listed(&index);
+            if !busy {
+                let failed = Index {
+                    failed: Some((stamp, e.to_string())),
+                    ..index
+                };
+                let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
+            }
             return StoreViews {
                 files,
                 error: Some((busy, e.to_string())),
@@ -402,22 +420,19 @@ pub fn views_of(
         stamp,
         sessions: Vec::new(),
         lookups: Default::default(),
+        failed: None,
     };
-    let lookups = match project::lookups(
+    let (lookups, retry) = project::lookups(
         &spec.project,
         store,
         &scratch,
         &index.lookups,
         &mut next.lookups,
-    ) {
-        Ok(l) => l,
-        Err(e) => {
-            return StoreViews {
-                files: listed(&index),
-                error: Some((matches!(e, ReadError::Busy(_)), e.to_string())),
-            }
-        }
-    };
+    );
+    if retry {
+        // A lookup store was being written: read the store again on the next sweep.
+        next.stamp.push_str(" retry");
+    }
     let made = Made {
         app,
         spec,

@@ -82,6 +82,12 @@ fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String>
             let value = match from {
                 ValueFrom::Session => field.as_ref().and_then(|p| text_at(p, i.session)),
                 ValueFrom::Sidecar(t) => match fill(t, i.store, i.id, i.session) {
+                    Some(path) if climbs_a_link(&path, i.store) => {
+                        return Err(format!(
+                            "{}: reached through a symbolic link: not read",
+                            path.display()
+                        ))
+                    }
                     Some(path) => in_file(path)?,
                     None => None,
                 },
@@ -112,6 +118,24 @@ fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String>
             }
         }
     }
+}
+
+/// Whether a directory between the store's and `path` (those a template named, below the directory
+/// both are in) is a symbolic link: a file a store's data names is read only where the store is.
+fn climbs_a_link(path: &Path, store: &Path) -> bool {
+    let Some(home) = store.parent() else {
+        return false;
+    };
+    let common: PathBuf = path
+        .components()
+        .zip(home.components())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    path.ancestors()
+        .skip(1)
+        .take_while(|a| *a != common && a.starts_with(&common))
+        .any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
 }
 
 /// The files a lookup's `stores` template names: `{dir}` filled in, and a component that is `*` (or
@@ -162,16 +186,17 @@ const LOOKUP_CAP: usize = 10_000;
 pub type LookupCache = BTreeMap<String, (String, Vec<String>)>;
 
 /// For each `lookup` source of `sources`, the store (of those its template names) that lists each
-/// session id. A store whose stamp is the one `old` has is not read again; `new` gets what was used.
-/// A busy or changing store makes the whole read wait for the next sweep (a session placed on no store
-/// now would stay unplaced while nothing changes); one that is not a database is passed over.
+/// session id. A store whose stamp is the one `old` has is not read again; `new` gets what was used. One
+/// that cannot be read (not a database, a view in it, a query that never ends) lists nothing until it
+/// changes; one being written lists nothing now, and the flag says to read again on the next sweep.
 pub fn lookups(
     sources: &[ProjectSource],
     store: &Path,
     scratch: &Path,
     old: &LookupCache,
     new: &mut LookupCache,
-) -> Result<Vec<Option<HashMap<String, PathBuf>>>, ReadError> {
+) -> (Vec<Option<HashMap<String, PathBuf>>>, bool) {
+    let mut retry = false;
     let mut out = Vec::with_capacity(sources.len());
     for s in sources {
         let ProjectSource::Value {
@@ -191,8 +216,11 @@ pub fn lookups(
                 Some((st, ids)) if *st == stamp => ids.clone(),
                 _ => match super::sqlite::list_ids(scratch, &db, &l.ids) {
                     Ok(ids) => ids,
-                    Err(ReadError::Bad(_)) => continue,
-                    Err(e) => return Err(e),
+                    Err(ReadError::Bad(_)) => Vec::new(),
+                    Err(ReadError::Busy(_)) => {
+                        retry = true;
+                        continue;
+                    }
                 },
             };
             for id in &ids {
@@ -202,7 +230,7 @@ pub fn lookups(
         }
         out.push(Some(map));
     }
-    Ok(out)
+    (out, retry)
 }
 
 /// The template with `{dir}` (the store file's directory), `{stem}` (its name up to the last `.`) and
@@ -482,6 +510,24 @@ mod tests {
         );
         assert!(fill(t, store, "x", &serde_json::json!({"workspace": ".."})).is_none());
         assert!(fill(t, store, "x", &serde_json::json!({})).is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_sidecar_reached_through_a_linked_directory_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let user = d.path().join("User");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(user.join("globalStorage")).unwrap();
+        std::fs::create_dir_all(user.join("workspaceStorage/real")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, user.join("workspaceStorage/link")).unwrap();
+        let store = user.join("globalStorage/state.vscdb");
+        let t = "{dir}/../workspaceStorage/{workspace}/workspace.json";
+        let at = |ws: &str| fill(t, &store, "x", &serde_json::json!({ "workspace": ws })).unwrap();
+        assert!(climbs_a_link(&at("link"), &store));
+        assert!(!climbs_a_link(&at("real"), &store));
+        assert!(!climbs_a_link(&user.join("globalStorage/x.json"), &store));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::rules::compiled::JsonPath;
 use crate::rules::views::{ViewFormat, ViewSpec};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The most of a JSON document or replay log read (a larger one is an error naming it); a test may
@@ -82,7 +83,17 @@ pub fn read_store(
         return Ok(Vec::new());
     }
     match &spec.format {
-        ViewFormat::Replay => one(spec, rel, replay(spec, &read_document(path)?)),
+        ViewFormat::Replay => {
+            let (session, messages) = replay(spec, &read_document(path)?);
+            if messages.len() > super::sqlite::MAX_MESSAGES {
+                return Err(ReadError::Bad(format!(
+                    "{}: holds more than {} messages: not read",
+                    path.display(),
+                    super::sqlite::MAX_MESSAGES
+                )));
+            }
+            one(spec, rel, (session, messages))
+        }
         ViewFormat::Json { messages } => {
             let bytes = read_document(path)?;
             let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -91,14 +102,12 @@ pub fn read_store(
             one(spec, rel, document(messages, doc))
         }
         ViewFormat::Markdown(md) => super::markdown::read(md, path, &read_document(path)?),
-        ViewFormat::Text { block } => one(
-            spec,
-            rel,
-            (
-                Value::Object(Map::new()),
-                super::text::messages(block, &read_document(path)?),
-            ),
-        ),
+        ViewFormat::Text { block } => {
+            let bytes = read_document(path)?;
+            let messages = super::text::messages(block, &bytes, super::sqlite::MAX_MESSAGES)
+                .map_err(|e| ReadError::Bad(format!("{}: {e}", path.display())))?;
+            one(spec, rel, (Value::Object(Map::new()), messages))
+        }
         ViewFormat::Sqlite {
             sessions,
             messages,
@@ -165,13 +174,29 @@ fn top_member(path: &str) -> Option<String> {
 fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
     let mut session = Map::new();
     let mut list: Vec<(String, Value)> = Vec::new();
+    // Where each id first is in `list` (a log of many messages is read in one pass).
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let index = |list: &[(String, Value)]| -> HashMap<String, usize> {
+        let mut m = HashMap::new();
+        for (i, (id, _)) in list.iter().enumerate() {
+            m.entry(id.clone()).or_insert(i);
+        }
+        m
+    };
     let id_of = |v: &Value| spec.message_id.as_ref().and_then(|p| text_at(p, v));
     for line in bytes.split(|b| *b == b'\n') {
+        if list.len() > super::sqlite::MAX_MESSAGES {
+            break; // refused by the caller
+        }
         let line = line.trim_ascii();
         if line.is_empty() {
             continue;
         }
         let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(line) else {
+            if spec.message_id.is_none() {
+                // A plain log rewritten whole: a bad line is passed over, not the end.
+                continue;
+            }
             break;
         };
         if let Some(Value::Object(set)) = rec.get("$set") {
@@ -185,6 +210,7 @@ fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    at = index(&list);
                 } else {
                     session.insert(k.clone(), v.clone());
                 }
@@ -196,8 +222,9 @@ fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            if let Some(at) = list.iter().position(|(id, _)| *id == to) {
-                list.truncate(at);
+            if let Some(&i) = at.get(&to) {
+                list.truncate(i);
+                at.retain(|_, p| *p < i);
             }
             continue;
         }
@@ -208,9 +235,12 @@ fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
             continue;
         }
         match id_of(&value) {
-            Some(id) => match list.iter_mut().find(|(i, _)| *i == id) {
-                Some(slot) => slot.1 = value,
-                None => list.push((id, value)),
+            Some(id) => match at.get(&id) {
+                Some(&i) => list[i].1 = value,
+                None => {
+                    at.insert(id.clone(), list.len());
+                    list.push((id, value));
+                }
             },
             None => {
                 if let Value::Object(rec) = value {
@@ -274,7 +304,7 @@ mod tests {
     fn a_log_without_message_ids_is_a_list_of_messages() {
         let mut spec = spec();
         spec.message_id = None;
-        let log = "{\"role\":\"user\",\"message\":{}}\n{\"role\":\"assistant\"}\n{\"role\":\"user\",\"message\":{}}\n";
+        let log = "{\"role\":\"user\",\"message\":{}}\nnot json\n[1]\n{\"role\":\"assistant\"}\n{\"role\":\"user\",\"message\":{}}\n";
         let (session, list) = replay(&spec, log.as_bytes());
         assert_eq!(list.len(), 3);
         assert_eq!(list[2]["role"], "user");

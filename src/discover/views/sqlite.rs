@@ -11,6 +11,24 @@ use std::path::{Path, PathBuf};
 
 /// How often a copy that saw the store change is made again before the sweep leaves it for the next.
 const COPY_ATTEMPTS: u32 = 3;
+/// The most one store's queries may take (a hostile schema can make a query endless); a test may set
+/// `ALMANAC_TEST_STORE_DEADLINE_MS`.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+/// A value larger than this is left out of the message (`[N bytes left out]`): parsed, it would cost
+/// many times its size.
+pub const MAX_VALUE: usize = 32 << 20;
+/// The most messages one session's view holds; a store giving more is refused, naming it.
+pub const MAX_MESSAGES: usize = 200_000;
+/// A database that is corrupt (or not one) counts as being written only this long after it changed, or
+/// while a rollback journal is beside it; after that it needs attention.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn deadline() -> std::time::Duration {
+    std::env::var("ALMANAC_TEST_STORE_DEADLINE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(DEADLINE, std::time::Duration::from_millis)
+}
 
 /// A private directory removed when dropped.
 struct Scratch(PathBuf);
@@ -78,6 +96,12 @@ fn remove_stale(scratch: &Path) {
 fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
     let bad = |e: std::io::Error| ReadError::Bad(format!("{}: {e}", path.display()));
     let db = dir.join("store.db");
+    if std::fs::metadata(path).is_ok_and(|m| sparse(&m)) {
+        return Err(ReadError::Bad(format!(
+            "{}: a sparse file far larger than the disk it uses: not a database an app wrote, not copied",
+            path.display()
+        )));
+    }
     for attempt in 1..=COPY_ATTEMPTS {
         let _ = std::fs::remove_file(&db);
         let _ = std::fs::remove_file(wal_of(&db));
@@ -106,10 +130,41 @@ fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> ReadError {
     use rusqlite::ErrorCode::*;
     let text = format!("{}: {what}: {e}", path.display());
     match e.sqlite_error_code() {
-        Some(DatabaseBusy | DatabaseLocked | DatabaseCorrupt | NotADatabase) => {
-            ReadError::Busy(text)
-        }
+        Some(DatabaseBusy | DatabaseLocked) => ReadError::Busy(text),
+        Some(DatabaseCorrupt | NotADatabase) if being_written(path) => ReadError::Busy(text),
+        Some(OperationInterrupted) => ReadError::Bad(format!(
+            "{}: {what} took longer than {}s and was stopped (a store whose queries never end is not read)",
+            path.display(),
+            deadline().as_secs()
+        )),
         _ => ReadError::Bad(text),
+    }
+}
+
+/// Whether a database that reads as corrupt may be one caught mid-write: it changed within `SETTLED`,
+/// or a rollback journal is beside it.
+fn being_written(path: &Path) -> bool {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    let recent = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < SETTLED);
+    recent || std::fs::symlink_metadata(Path::new(&journal)).is_ok()
+}
+
+/// A file much larger than the disk it uses (sparse): copying it would fill almanac's disk.
+fn sparse(m: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        m.len() > (64 << 20) && m.blocks().saturating_mul(512) < m.len() / 2
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        false
     }
 }
 
@@ -126,6 +181,9 @@ fn row_object(
             Ok(ValueRef::Null) | Err(_) => Value::Null,
             Ok(ValueRef::Integer(n)) => Value::from(n),
             Ok(ValueRef::Real(f)) => Value::from(f),
+            Ok(ValueRef::Text(t) | ValueRef::Blob(t)) if t.len() > MAX_VALUE => {
+                Value::String(format!("[{} bytes left out]", t.len()))
+            }
             Ok(ValueRef::Text(t)) => {
                 let s = String::from_utf8_lossy(t);
                 if json_columns.iter().any(|c| c == name) {
@@ -156,6 +214,11 @@ fn query(
     let mut rows = stmt.query(params.as_slice())?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
+        if out.len() == MAX_MESSAGES {
+            return Err(rusqlite::Error::ToSqlConversionFailure(
+                format!("more than {MAX_MESSAGES} rows").into(),
+            ));
+        }
         out.push(Value::Object(row_object(row, &names, json_columns)));
     }
     Ok(out)
@@ -184,7 +247,31 @@ pub fn with_copy<T>(
     conn.pragma_update(None, "query_only", true)
         .map_err(|e| sql_error(path, "open", e))?;
     crate::rules::views::register_functions(&conn).map_err(|e| sql_error(path, "open", e))?;
+    // The app's own schema holds no views: a view is SQL the store would have almanac run.
+    let views: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'view'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| sql_error(path, "open", e))?;
+    if views > 0 {
+        return Err(ReadError::Bad(format!(
+            "{}: the database defines {views} view(s), SQL almanac would run on its say-so: not read",
+            path.display()
+        )));
+    }
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let handle = conn.get_interrupt_handle();
+    let limit = deadline();
+    let watchdog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+            handle.interrupt();
+        }
+    });
     let out = f(&conn);
+    drop(stop);
+    let _ = watchdog.join();
     drop(conn);
     drop(scratch);
     out

@@ -7,8 +7,9 @@
 use regex::Regex;
 use serde_json::{json, Value};
 
-/// The messages of a transcript: `{"id": "<offset>", "role": …, "text": …}` in order.
-pub fn messages(block: &Regex, bytes: &[u8]) -> Vec<Value> {
+/// The messages of a transcript: `{"id": "<offset>", "role": …, "text": …}` in order; an error when it
+/// holds more than `max` (a file of tiny blocks would cost many times its size).
+pub fn messages(block: &Regex, bytes: &[u8], max: usize) -> Result<Vec<Value>, String> {
     let text = String::from_utf8_lossy(bytes);
     let mut out: Vec<(usize, Option<String>, String)> = Vec::new();
     let mut offset = 0;
@@ -17,6 +18,9 @@ pub fn messages(block: &Regex, bytes: &[u8]) -> Vec<Value> {
         offset += raw.len();
         let line = raw.trim_end_matches(['\n', '\r']);
         if let Some(c) = block.captures(line) {
+            if out.len() == max {
+                return Err(format!("holds more than {max} messages: not read"));
+            }
             let role = c.get(1).map_or("", |g| g.as_str()).to_string();
             out.push((at, Some(role), String::new()));
             continue;
@@ -30,9 +34,10 @@ pub fn messages(block: &Regex, bytes: &[u8]) -> Vec<Value> {
             None => out.push((at, None, format!("{line}\n"))),
         }
     }
-    out.into_iter()
+    Ok(out
+        .into_iter()
         .map(|(at, role, body)| json!({"id": at.to_string(), "role": role, "text": body.trim()}))
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]
@@ -43,7 +48,7 @@ mod tests {
     fn blocks_are_messages_known_by_their_offsets() {
         let re = Regex::new(r"^(user|assistant):\s*$").unwrap();
         let t = "user:\n<user_query>\nhi\n</user_query>\n\nassistant:\nHello.\n\nuser: not a block\nuser:\nmore\n";
-        let m = messages(&re, t.as_bytes());
+        let m = messages(&re, t.as_bytes(), 100).unwrap();
         assert_eq!(m.len(), 3, "{m:?}");
         assert_eq!(m[0]["id"], "0");
         assert_eq!(m[0]["role"], "user");
@@ -53,11 +58,13 @@ mod tests {
         assert_eq!(m[1]["id"], t.find("assistant:").unwrap().to_string());
         // Grown in place: the ids of what was there are kept.
         let grown = format!("{t}and more\n\nassistant:\nok\n");
-        let g = messages(&re, grown.as_bytes());
+        let g = messages(&re, grown.as_bytes(), 100).unwrap();
         assert_eq!(g.len(), 4);
         assert_eq!(g[2]["id"], m[2]["id"]);
         assert_eq!(g[2]["text"], "more\nand more");
-        let pre = messages(&re, b"\n\nheader\nuser:\nq\n");
+        let pre = messages(&re, b"\n\nheader\nuser:\nq\n", 100).unwrap();
+        let e = messages(&re, "user:\nq\n".repeat(5).as_bytes(), 4).unwrap_err();
+        assert!(e.contains("more than 4 messages"), "{e}");
         assert_eq!(pre[0]["role"], Value::Null);
         assert_eq!(pre[0]["text"], "header");
         assert_eq!(pre[1]["id"], "9");

@@ -83,10 +83,11 @@ pub(crate) fn wait_then_kill_group(
     status
 }
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// One finished client run.
+pub(crate) struct Ran {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Where the pinned CLIs' npm packages are: `$ALMANAC_CLIENTS_BIN/..` (CI), then the local cache.

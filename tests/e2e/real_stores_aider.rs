@@ -38,7 +38,7 @@ use crate::common::*;
 use crate::live::{live_world, Live};
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::require;
-use crate::real_stores::{message_holding, number_after, one_started, prepare_repo, sessions};
+use crate::real_stores::{message_holding, number_after, one_started, prepare_repo, sessions, Ran};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -61,13 +61,6 @@ const PIPED_TWO_ANSWER: &str = "Answer four: a first test.";
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 /// What starts a session in the log.
 const HEADER: &str = "# aider chat started at ";
-
-/// One finished run.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
 
 /// The installed `aider` (ALMANAC_AIDER, then `<ALMANAC_CI_CACHE or ~/.cache/almanac-ci>/aider-venv/
 /// bin/aider`), or None with a message; a panic when ALMANAC_REQUIRE_REAL_CLIENTS=1.

@@ -40,7 +40,7 @@ use crate::live::{live_world, Live};
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::require;
 use crate::real_stores::{
-    message_holding, number_after, one_started, prepare_repo, sessions, write_config,
+    message_holding, number_after, one_started, prepare_repo, sessions, write_config, Ran,
 };
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -78,13 +78,6 @@ globalThis.fetch = function (input, init) {
 enum Cli {
     Cline,
     Continue,
-}
-
-/// One finished run.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
 }
 
 impl Cli {

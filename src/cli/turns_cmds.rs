@@ -171,25 +171,54 @@ pub fn sessions(
     let captured = captured_states(cx, &listing.sessions);
     trace.mark("ledgers read");
     let rows = Rows(&listing.sessions, &captured, &listing.index);
+    // Stores read into views that could not be read now (their sessions are those of the last read).
+    let errors: Vec<StoreErrorRow> = discover::views::take_errors()
+        .into_iter()
+        .map(|e| StoreErrorRow {
+            app: e.app,
+            store: e.store.display().to_string(),
+            read_again_next_sweep: e.busy,
+            message: e.message,
+        })
+        .collect();
     // Streamed, each row made as it is written: 100k rows are never all in memory at once.
     #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
     struct Sessions<'a> {
         ok: bool,
         sessions: &'a Rows<'a>,
         stats: &'a discover::sessions::ListStats,
+        store_errors: &'a [StoreErrorRow],
     }
     out.emit(
         || Sessions {
             ok: true,
             sessions: &rows,
             stats: &listing.stats,
+            store_errors: &errors,
         },
-        |out| sessions_human(&rows, out),
+        |out| {
+            sessions_human(&rows, out);
+            for e in &errors {
+                out.line(&format!("store not read ({}): {}", e.app, e.message));
+            }
+        },
     );
     trace.mark("written");
     // The process ends here: freeing 100k rows one by one cost a tenth of a second at 100k sessions.
     std::mem::forget(listing);
     Ok(EXIT_OK)
+}
+
+/// A store `capture sessions` could not read, as its JSON lists it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoreErrorRow {
+    app: String,
+    store: String,
+    /// Busy (being written): read again on the next sweep, nothing lost.
+    read_again_next_sweep: bool,
+    message: String,
 }
 
 /// What a session's ledger entry says: the line captured through and the status.

@@ -682,6 +682,18 @@ fn hostile_cursor_stores_are_refused_by_name_and_hide_nothing_else() {
         1,
         "the last read's views are kept"
     );
+    // `capture sessions` says which stores it could not read, too.
+    let mut cmd = l.w.almanac();
+    cmd.args(["capture", "sessions", "--json", "--apps", "cursor"]);
+    let listed = json_ok(&mut cmd);
+    crate::polish::validate("sessions.schema.json", &listed);
+    let errors = listed["storeErrors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e["store"] == global.to_str().unwrap()
+            && text(&e["message"]).contains("view")
+            && e["readAgainNextSweep"] == false),
+        "{listed}"
+    );
     // Unchanged, it is not copied again, and still says why.
     let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
     assert_eq!(d["stats"]["storesRead"], 0, "{d}");

@@ -578,6 +578,15 @@ fn a_cline_vscode_task_with_only_ui_messages_is_one_session_and_one_with_both_is
     );
     let old = by_id(&rows, "1777073160794");
     assert_eq!(old["userTurns"], 2, "{old}");
+    // A history that is a dangling link is no history: the task is still read from its UI messages.
+    std::os::unix::fs::symlink(
+        l.w.root().join("gone.json"),
+        dir.join("api_conversation_history.json"),
+    )
+    .unwrap();
+    let rows = sessions(&l, "cline");
+    assert_eq!(by_id(&rows, "1777074200000")["userTurns"], 2, "{rows:?}");
+    std::fs::remove_file(dir.join("api_conversation_history.json")).unwrap();
     // The API history appears beside it: the same task, now read from the history alone.
     let history =
         l.w.home()

@@ -75,10 +75,12 @@ pub fn read_store(
     rel: &str,
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
 ) -> Result<Vec<SessionRead>, ReadError> {
+    // A sibling counts when it is a file (or a link to one, which its own store refuses by name); a
+    // dangling link or a directory leaves this file the session's.
     if spec
         .not_beside
         .iter()
-        .any(|n| std::fs::symlink_metadata(path.with_file_name(n)).is_ok())
+        .any(|n| std::fs::metadata(path.with_file_name(n)).is_ok_and(|m| m.is_file()))
     {
         return Ok(Vec::new());
     }

@@ -32,15 +32,15 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The prompt of the first run, and of the resumed one, and the mock's answers to them.
-const FIRST: &str = "What is in this project? Look at the README.";
-const FIRST_ANSWER: &str = "Answer one: the project holds a README.";
-const SECOND: &str = "Thanks. Now check the README once more.";
-const SECOND_ANSWER: &str = "Answer two: it still holds a README.";
+pub(crate) const FIRST: &str = "What is in this project? Look at the README.";
+pub(crate) const FIRST_ANSWER: &str = "Answer one: the project holds a README.";
+pub(crate) const SECOND: &str = "Thanks. Now check the README once more.";
+pub(crate) const SECOND_ANSWER: &str = "Answer two: it still holds a README.";
 /// What the mock asks the subagent to do, and the subagent's answer.
-const SUB_PROMPT: &str = "List the files of the project and report them.";
-const SUB_ANSWER: &str = "The subagent found README.md.";
+pub(crate) const SUB_PROMPT: &str = "List the files of the project and report them.";
+pub(crate) const SUB_ANSWER: &str = "The subagent found README.md.";
 /// The most one CLI run may take (Kilo takes about 15 s here).
-const RUN_LIMIT: Duration = Duration::from_secs(90);
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(90);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cli {
@@ -556,59 +556,41 @@ fn gemini_log_a_minute_older(w: &World, session: &str) -> PathBuf {
     to
 }
 
-fn prompt_run_resume_capture(cli: Cli) {
-    let Some(inst) = cli.installed_or_skip() else {
-        return;
-    };
-    let l = live_world(3);
+/// Step 2 of a real store's run: `capture sessions` lists the one session (not its subagent, when there
+/// is one) under `session`, in the repo, with the first prompt; a dry run counts the subagent and lists
+/// it nowhere.
+pub(crate) fn found_once(l: &Live, app: &str, session: &str, sub: Option<&str>) {
     let repo = l.repo.display().to_string();
-    prepare_repo(&l.repo);
-    let mock = MockModel::start(cli.first_script(&l.repo));
-    let env = cli.env(&inst, &l.w, &mock);
-    let key = |session: &str| format!("{}:{session}", cli.id());
-
-    // 1. One prompt.
-    let ran = inst.run(&l.repo, &env, FIRST, None);
-    let said = describe(&ran, &mock);
-    assert_eq!(ran.code, Some(0), "{} failed: {said}", cli.id());
-    assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {said}");
-    let session = cli
-        .printed_session_id(&ran)
-        .unwrap_or_else(|| panic!("{} printed no session id: {said}", cli.id()));
-    let sub = cli
-        .subagent_id(&ran, &l.w, &session)
-        .unwrap_or_else(|| panic!("{} ran no subagent: {said}", cli.id()));
-    assert_ne!(sub, session);
-    let gemini_log = (cli == Cli::Gemini).then(|| gemini_log_a_minute_older(&l.w, &session));
-
-    // 2. Found under the id the CLI printed, in the repo, one prompt; the subagent is not a session.
-    let rows = sessions(&l, cli.id());
+    let rows = sessions(l, app);
     assert_eq!(
         rows.len(),
         1,
         "only the session, not its subagent: {rows:?}"
     );
     let row = &rows[0];
-    assert_eq!(row["sessionId"], session.as_str(), "{row}");
+    assert_eq!(row["sessionId"], session, "{row}");
     assert_eq!(row["projectDir"], repo.as_str(), "{row}");
     assert_eq!(row["repoRoot"], repo.as_str(), "{row}");
     assert_eq!(row["userTurns"], 1, "{row}");
     assert_eq!(row["firstPrompt"], FIRST, "{row}");
-    let dry = l.w.dry_run(&["--apps", cli.id(), "--quiet", "0m"]);
-    assert_eq!(dry["stats"]["subagents"], 1, "{dry}");
-    assert!(
-        ["started", "skipped", "needsAttention"]
-            .iter()
-            .all(|list| items(&dry, list)
+    let dry = l.w.dry_run(&["--apps", app, "--quiet", "0m"]);
+    if let Some(sub) = sub {
+        assert_eq!(dry["stats"]["subagents"], 1, "{dry}");
+        assert!(
+            ["started", "skipped", "needsAttention"]
                 .iter()
-                .all(|i| i["sessionId"] != sub.as_str())),
-        "the subagent {sub} is nowhere: {dry}"
-    );
+                .all(|list| items(&dry, list).iter().all(|i| i["sessionId"] != sub)),
+            "the subagent {sub} is nowhere: {dry}"
+        );
+    }
+}
 
-    // 3. A live capture: one run, for the whole conversation so far, through the answer.
-    let s = l.sweep_args(&["--apps", cli.id()]);
+/// Step 3: a live sweep starts one run for the whole conversation so far, through the first answer,
+/// whose copy names each of `tools`; the run ends done. Its run id and the messages captured.
+pub(crate) fn captured_first(l: &Live, app: &str, session: &str, tools: &[&str]) -> (String, u64) {
+    let s = l.sweep_args(&["--apps", app]);
     l.wait_idle();
-    let first = one_started(&s, &session);
+    let first = one_started(&s, session);
     let run1 = first["runId"].as_str().unwrap().to_string();
     let captured = first["toLine"].as_u64().unwrap() - 1;
     let p1 = l.prompt(&run1);
@@ -628,11 +610,7 @@ fn prompt_run_resume_capture(cli: Cli) {
         "{copy1}"
     );
     // The tool calls the mock asked for are in the store as the CLI ran them.
-    let (read, delegate) = match cli {
-        Cli::Gemini => ("read_file", "invoke_agent"),
-        Cli::Opencode | Cli::Kilo => ("read", "task"),
-    };
-    for tool in [read, delegate] {
+    for tool in tools {
         assert!(
             copy1.contains(&format!("Tools called: {tool}\n")),
             "{tool}: {copy1}"
@@ -641,7 +619,98 @@ fn prompt_run_resume_capture(cli: Cli) {
     let runs = l.runs();
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0]["status"], "done", "{runs:?}");
-    assert_eq!(l.ledger()["entries"][key(&session)]["status"], "done");
+    assert_eq!(
+        l.ledger()["entries"][format!("{app}:{session}")]["status"],
+        "done"
+    );
+    (run1, captured)
+}
+
+/// Step 5, after the session was resumed with the second prompt: the next live sweep starts exactly
+/// one run, whose range starts right after the first run's last message (`captured`) and ends with the
+/// second answer. The sweep's summary.
+pub(crate) fn captured_second(
+    l: &Live,
+    app: &str,
+    session: &str,
+    (run1, captured): (&str, u64),
+) -> Value {
+    let s = l.sweep_args(&["--apps", app]);
+    l.wait_idle();
+    assert!(items(&s, "needsAttention").is_empty(), "{s}");
+    let second = one_started(&s, session);
+    let run2 = second["runId"].as_str().unwrap().to_string();
+    assert_ne!(run2, run1);
+    let last = second["toLine"].as_u64().unwrap() - 1;
+    let p2 = l.prompt(&run2);
+    let through =
+        number_after(&p2, "previously captured through message ").unwrap_or_else(|| panic!("{p2}"));
+    assert!(
+        p2.contains(&format!("Focus on messages {} to {last}.", through + 1)),
+        "{p2}"
+    );
+    assert_eq!(through, captured, "{p2}");
+    let copy2 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run2}.transcript.md")))
+        .unwrap();
+    // The readable copy holds the whole conversation; what was captured ends with the first answer,
+    // and the second prompt and its answer are in the range to capture.
+    assert!(
+        message_holding(&copy2, FIRST).is_some_and(|m| m < through),
+        "{copy2}"
+    );
+    assert_eq!(
+        message_holding(&copy2, FIRST_ANSWER),
+        Some(through),
+        "{p2}\n{copy2}"
+    );
+    let asked = message_holding(&copy2, SECOND).unwrap_or_else(|| panic!("{copy2}"));
+    assert!(asked > through && asked <= last, "{p2}\n{copy2}");
+    assert_eq!(
+        message_holding(&copy2, SECOND_ANSWER),
+        Some(last),
+        "{copy2}"
+    );
+    assert!(items(&s, "recovered").is_empty(), "{s}");
+    let entry = &l.ledger()["entries"][format!("{app}:{session}")];
+    assert_eq!(entry["status"], "done", "{entry}");
+    assert_eq!(entry["lastRunId"], run2.as_str(), "{entry}");
+    assert_eq!(l.runs().len(), 2);
+    s
+}
+
+fn prompt_run_resume_capture(cli: Cli) {
+    let Some(inst) = cli.installed_or_skip() else {
+        return;
+    };
+    let l = live_world(3);
+    prepare_repo(&l.repo);
+    let mock = MockModel::start(cli.first_script(&l.repo));
+    let env = cli.env(&inst, &l.w, &mock);
+
+    // 1. One prompt.
+    let ran = inst.run(&l.repo, &env, FIRST, None);
+    let said = describe(&ran, &mock);
+    assert_eq!(ran.code, Some(0), "{} failed: {said}", cli.id());
+    assert_eq!(mock.remaining(), 0, "every scripted turn was taken: {said}");
+    let session = cli
+        .printed_session_id(&ran)
+        .unwrap_or_else(|| panic!("{} printed no session id: {said}", cli.id()));
+    let sub = cli
+        .subagent_id(&ran, &l.w, &session)
+        .unwrap_or_else(|| panic!("{} ran no subagent: {said}", cli.id()));
+    assert_ne!(sub, session);
+    let gemini_log = (cli == Cli::Gemini).then(|| gemini_log_a_minute_older(&l.w, &session));
+
+    // 2. Found under the id the CLI printed, in the repo, one prompt; the subagent is not a session.
+    found_once(&l, cli.id(), &session, Some(&sub));
+
+    // 3. A live capture: one run, for the whole conversation so far, through the answer.
+    // The tool calls the mock asked for are in the store as the CLI ran them.
+    let tools: &[&str] = match cli {
+        Cli::Gemini => &["read_file", "invoke_agent"],
+        Cli::Opencode | Cli::Kilo => &["read", "task"],
+    };
+    let (run1, captured) = captured_first(&l, cli.id(), &session, tools);
 
     // 4. The same session resumed with a second prompt.
     mock.queue(cli.second_script(&l.repo));
@@ -696,14 +765,11 @@ fn prompt_run_resume_capture(cli: Cli) {
         assert!(other.is_empty(), "{rows:?}");
     }
 
-    // ... then captured from where the first run ended: exactly one run, whose range starts right
-    // after the first run's last message.
-    let s = l.sweep_args(&["--apps", cli.id()]);
-    l.wait_idle();
-    assert!(items(&s, "needsAttention").is_empty(), "{s}");
-    let second = one_started(&s, &session);
-    let run2 = second["runId"].as_str().unwrap().to_string();
-    assert_ne!(run2, run1);
+    // ... then captured from where the first run ended. Gemini CLI's `--resume` writes the session's
+    // messages again (`$set messages`) with a synthetic `<message id>_response` copy after each message
+    // that called tools; the rule set leaves those out (`drop_message_ids`), so for all three the
+    // captured messages are where they were.
+    let s = captured_second(&l, cli.id(), &session, (&run1, captured));
     if !other.is_empty() {
         assert!(
             items(&s, "skipped")
@@ -712,43 +778,6 @@ fn prompt_run_resume_capture(cli: Cli) {
             "the resume's own log is skipped as a copy: {s}"
         );
     }
-    let last = second["toLine"].as_u64().unwrap() - 1;
-    let p2 = l.prompt(&run2);
-    let through =
-        number_after(&p2, "previously captured through message ").unwrap_or_else(|| panic!("{p2}"));
-    assert!(
-        p2.contains(&format!("Focus on messages {} to {last}.", through + 1)),
-        "{p2}"
-    );
-    let copy2 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run2}.transcript.md")))
-        .unwrap();
-    // The readable copy holds the whole conversation; what was captured ends with the first answer,
-    // and the second prompt and its answer are in the range to capture.
-    assert!(
-        message_holding(&copy2, FIRST).is_some_and(|m| m < through),
-        "{copy2}"
-    );
-    assert_eq!(
-        message_holding(&copy2, FIRST_ANSWER),
-        Some(through),
-        "{p2}\n{copy2}"
-    );
-    let asked = message_holding(&copy2, SECOND).unwrap_or_else(|| panic!("{copy2}"));
-    assert!(asked > through && asked <= last, "{p2}\n{copy2}");
-    assert_eq!(
-        message_holding(&copy2, SECOND_ANSWER),
-        Some(last),
-        "{copy2}"
-    );
-    // Gemini CLI's `--resume` writes the session's messages again (`$set messages`) with a synthetic
-    // `<message id>_response` copy after each message that called tools; the rule set leaves those out
-    // (`drop_message_ids`), so for all three the captured messages are where they were.
-    assert_eq!(through, captured, "{p2}");
-    assert!(items(&s, "recovered").is_empty(), "{s}");
-    let entry = &l.ledger()["entries"][key(&session)];
-    assert_eq!(entry["status"], "done", "{entry}");
-    assert_eq!(entry["lastRunId"], run2.as_str(), "{entry}");
-    assert_eq!(l.runs().len(), 2);
 }
 
 #[test]

@@ -40,7 +40,8 @@ use crate::live::{live_world, Live};
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::require;
 use crate::real_stores::{
-    message_holding, number_after, one_started, prepare_repo, sessions, write_config, Ran,
+    captured_first, captured_second, found_once, prepare_repo, sessions, write_config, Ran, FIRST,
+    FIRST_ANSWER, RUN_LIMIT, SECOND, SECOND_ANSWER, SUB_ANSWER, SUB_PROMPT,
 };
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -49,17 +50,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
-
-/// The prompt of the first run, and of the resumed one, and the mock's answers to them.
-const FIRST: &str = "What is in this project? Look at the README.";
-const FIRST_ANSWER: &str = "Answer one: the project holds a README.";
-const SECOND: &str = "Thanks. Now check the README once more.";
-const SECOND_ANSWER: &str = "Answer two: it still holds a README.";
-/// What the mock asks Cline's subagent to do, and the subagent's answer.
-const SUB_PROMPT: &str = "List the files of the project and report them.";
-const SUB_ANSWER: &str = "The subagent found README.md.";
-/// The most one CLI run may take (each takes 2 to 4 s here).
-const RUN_LIMIT: Duration = Duration::from_secs(90);
 
 /// Preloaded into `cn` (NODE_OPTIONS): `fetch` refuses every host but the loopback.
 const LOOPBACK_ONLY_FETCH: &str = r#"'use strict';
@@ -569,12 +559,10 @@ fn prompt_run_resume_capture(cli: Cli) {
         return;
     };
     let l: Live = live_world(3);
-    let repo = l.repo.display().to_string();
     prepare_repo(&l.repo);
     let mock = MockModel::start(cli.first_script(&l.repo));
     let env = cli.env(&l.w, &mock);
     let _end = EndCline(l.w.home());
-    let key = |session: &str| format!("{}:{session}", cli.id());
 
     if cli == Cli::Cline {
         let url = format!("{}/v1", mock.url());
@@ -617,68 +605,15 @@ fn prompt_run_resume_capture(cli: Cli) {
     });
 
     // 2. Found under the id the CLI lists, in the repo, one prompt; the subagent is not a session.
-    let rows = sessions(&l, cli.id());
-    assert_eq!(
-        rows.len(),
-        1,
-        "only the session, not its subagent: {rows:?}"
-    );
-    let row = &rows[0];
-    assert_eq!(row["sessionId"], session.as_str(), "{row}");
-    assert_eq!(row["projectDir"], repo.as_str(), "{row}");
-    assert_eq!(row["repoRoot"], repo.as_str(), "{row}");
-    assert_eq!(row["userTurns"], 1, "{row}");
-    assert_eq!(row["firstPrompt"], FIRST, "{row}");
-    let dry = l.w.dry_run(&["--apps", cli.id(), "--quiet", "0m"]);
-    if let Some(sub) = &sub {
-        assert_eq!(dry["stats"]["subagents"], 1, "{dry}");
-        assert!(
-            ["started", "skipped", "needsAttention"]
-                .iter()
-                .all(|list| items(&dry, list)
-                    .iter()
-                    .all(|i| i["sessionId"] != sub.as_str())),
-            "the subagent {sub} is nowhere: {dry}"
-        );
-    }
+    found_once(&l, cli.id(), &session, sub.as_deref());
 
     // 3. A live capture: one run, for the whole conversation so far, through the answer.
-    let s = l.sweep_args(&["--apps", cli.id()]);
-    l.wait_idle();
-    let first = one_started(&s, &session);
-    let run1 = first["runId"].as_str().unwrap().to_string();
-    let captured = first["toLine"].as_u64().unwrap() - 1;
-    let p1 = l.prompt(&run1);
-    assert!(
-        p1.contains(&format!("Capture messages 1 to {captured}.")),
-        "{p1}"
-    );
-    let copy1 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run1}.transcript.md")))
-        .unwrap();
-    assert!(
-        message_holding(&copy1, FIRST).is_some_and(|m| m < captured),
-        "{copy1}"
-    );
-    assert_eq!(
-        message_holding(&copy1, FIRST_ANSWER),
-        Some(captured),
-        "{copy1}"
-    );
     // The tool calls the mock asked for are in the store as the CLI ran them.
     let tools: &[&str] = match cli {
         Cli::Cline => &["read_files", "spawn_agent"],
         Cli::Continue => &["Read"],
     };
-    for tool in tools {
-        assert!(
-            copy1.contains(&format!("Tools called: {tool}\n")),
-            "{tool}: {copy1}"
-        );
-    }
-    let runs = l.runs();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    assert_eq!(runs[0]["status"], "done", "{runs:?}");
-    assert_eq!(l.ledger()["entries"][key(&session)]["status"], "done");
+    let (run1, captured) = captured_first(&l, cli.id(), &session, tools);
 
     // 4. The same session resumed with a second prompt.
     mock.queue(cli.second_script(&l.repo));
@@ -716,44 +651,7 @@ fn prompt_run_resume_capture(cli: Cli) {
 
     // ... then captured from where the first run ended: exactly one run, whose range starts right
     // after the first run's last message.
-    let s = l.sweep_args(&["--apps", cli.id()]);
-    l.wait_idle();
-    assert!(items(&s, "needsAttention").is_empty(), "{s}");
-    let second = one_started(&s, &session);
-    let run2 = second["runId"].as_str().unwrap().to_string();
-    assert_ne!(run2, run1);
-    let last = second["toLine"].as_u64().unwrap() - 1;
-    let p2 = l.prompt(&run2);
-    let through =
-        number_after(&p2, "previously captured through message ").unwrap_or_else(|| panic!("{p2}"));
-    assert!(
-        p2.contains(&format!("Focus on messages {} to {last}.", through + 1)),
-        "{p2}"
-    );
-    assert_eq!(through, captured, "{p2}");
-    let copy2 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run2}.transcript.md")))
-        .unwrap();
-    assert!(
-        message_holding(&copy2, FIRST).is_some_and(|m| m < through),
-        "{copy2}"
-    );
-    assert_eq!(
-        message_holding(&copy2, FIRST_ANSWER),
-        Some(through),
-        "{p2}\n{copy2}"
-    );
-    let asked = message_holding(&copy2, SECOND).unwrap_or_else(|| panic!("{copy2}"));
-    assert!(asked > through && asked <= last, "{p2}\n{copy2}");
-    assert_eq!(
-        message_holding(&copy2, SECOND_ANSWER),
-        Some(last),
-        "{copy2}"
-    );
-    assert!(items(&s, "recovered").is_empty(), "{s}");
-    let entry = &l.ledger()["entries"][key(&session)];
-    assert_eq!(entry["status"], "done", "{entry}");
-    assert_eq!(entry["lastRunId"], run2.as_str(), "{entry}");
-    assert_eq!(l.runs().len(), 2);
+    captured_second(&l, cli.id(), &session, (&run1, captured));
 
     if cli == Cli::Cline {
         // No hub daemon was started, and no Cline process is left.

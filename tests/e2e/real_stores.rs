@@ -83,6 +83,53 @@ pub(crate) fn wait_then_kill_group(
     status
 }
 
+/// Runs the CLI in `cwd` with `args` (and `stdin` piped in, or /dev/null); output goes to files (a
+/// process the CLI leaves behind cannot hold a pipe open), the run is killed at RUN_LIMIT, and its
+/// process group is killed once it exits.
+pub(crate) fn run_client(
+    program: &Path,
+    cwd: &Path,
+    env: &[(String, String)],
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Ran {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("start the client");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(text.as_bytes());
+    }
+    let status = wait_then_kill_group(&mut child, Instant::now(), RUN_LIMIT);
+    let ran = Ran {
+        code: status.and_then(|s| s.code()),
+        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
+    };
+    assert!(
+        status.is_some(),
+        "{} {args:?} did not finish within {RUN_LIMIT:?}: {}",
+        program.display(),
+        ran.stderr
+    );
+    ran
+}
+
 /// One finished client run.
 pub(crate) struct Ran {
     pub(crate) code: Option<i32>,
@@ -395,7 +442,7 @@ pub(crate) fn write_config(path: &Path, v: &Value) {
 }
 
 /// What a failed run said, with the requests the mock got.
-fn describe(ran: &Ran, mock: &MockModel) -> String {
+pub(crate) fn describe(ran: &Ran, mock: &MockModel) -> String {
     let requests: Vec<String> = mock
         .requests()
         .iter()
@@ -418,43 +465,14 @@ impl Installed {
     /// Runs one prompt in `cwd`; output goes to files (a process the CLI leaves behind cannot hold a
     /// pipe open), the run is killed at RUN_LIMIT, and its process group is killed once it exits.
     fn run(&self, cwd: &Path, env: &[(String, String)], prompt: &str, resume: Option<&str>) -> Ran {
-        use std::io::Write;
-        use std::os::unix::process::CommandExt;
         let (args, stdin) = self.cli.args(prompt, resume);
-        let dir = tempfile::tempdir().unwrap();
-        let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
-        let mut child = std::process::Command::new(&self.program)
-            .args(&self.prefix)
-            .args(&args)
-            .current_dir(cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .process_group(0)
-            .spawn()
-            .expect("start the client");
-        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            let _ = pipe.write_all(text.as_bytes());
-        }
-        let status = wait_then_kill_group(&mut child, Instant::now(), RUN_LIMIT);
-        let ran = Ran {
-            code: status.and_then(|s| s.code()),
-            stdout: std::fs::read_to_string(&out).unwrap_or_default(),
-            stderr: std::fs::read_to_string(&err).unwrap_or_default(),
-        };
-        assert!(
-            status.is_some(),
-            "{} did not finish within {RUN_LIMIT:?}: {}",
-            self.cli.id(),
-            ran.stderr
-        );
-        ran
+        let args: Vec<&str> = self
+            .prefix
+            .iter()
+            .chain(&args)
+            .map(String::as_str)
+            .collect();
+        run_client(&self.program, cwd, env, &args, stdin.as_deref())
     }
 }
 

@@ -40,8 +40,9 @@ use crate::live::{live_world, Live};
 use crate::mock_model::{MockModel, Turn};
 use crate::real_clients::require;
 use crate::real_stores::{
-    captured_first, captured_second, found_once, prepare_repo, sessions, write_config, Ran, FIRST,
-    FIRST_ANSWER, RUN_LIMIT, SECOND, SECOND_ANSWER, SUB_ANSWER, SUB_PROMPT,
+    captured_first, captured_second, describe, found_once, prepare_repo, run_client as run,
+    sessions, write_config, FIRST, FIRST_ANSWER, RUN_LIMIT, SECOND, SECOND_ANSWER, SUB_ANSWER,
+    SUB_PROMPT,
 };
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -258,51 +259,6 @@ impl Cli {
     }
 }
 
-/// Runs the CLI in `cwd` with `args` (and `stdin` piped in, or /dev/null); output goes to files (a
-/// process the CLI leaves behind cannot hold a pipe open), the run is killed at RUN_LIMIT, and its
-/// process group is killed once it exits.
-fn run(
-    program: &Path,
-    cwd: &Path,
-    env: &[(String, String)],
-    args: &[&str],
-    stdin: Option<&str>,
-) -> Ran {
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("start the client");
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let _ = pipe.write_all(text.as_bytes());
-    }
-    let status = crate::real_stores::wait_then_kill_group(&mut child, Instant::now(), RUN_LIMIT);
-    let ran = Ran {
-        code: status.and_then(|s| s.code()),
-        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
-    };
-    assert!(
-        status.is_some(),
-        "{} {args:?} did not finish within {RUN_LIMIT:?}: {}",
-        program.display(),
-        ran.stderr
-    );
-    ran
-}
-
 /// The Cline processes (pid, command line) whose HOME is `home`: a hub daemon would be one, detached
 /// from the run's process group.
 fn cline_processes(home: &Path) -> Vec<(i32, String)> {
@@ -512,26 +468,6 @@ fn cline_acp_prompt(
         .filter(|m| m["method"] == "session/update")
         .filter_map(|m| m["params"]["sessionId"].as_str().map(str::to_string))
         .collect()
-}
-
-/// What a failed run said, with the requests the mock got.
-fn describe(ran: &Ran, mock: &MockModel) -> String {
-    let requests: Vec<String> = mock
-        .requests()
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {} tools={}",
-                r.method,
-                r.path,
-                r.body["tools"].as_array().map_or(0, |t| t.len())
-            )
-        })
-        .collect();
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}\nrequests: {requests:#?}",
-        ran.code, ran.stdout, ran.stderr
-    )
 }
 
 /// Cline's subagent: the `agent_<id>.messages.json` beside the session's, naming it as its parent.

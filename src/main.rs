@@ -1,5 +1,6 @@
 fn main() {
     fixed_mmap_threshold();
+    almanac::platform::ignore_file_size_signal();
     std::process::exit(almanac::cli::main());
 }
 

@@ -221,7 +221,7 @@ fn view_of_store<'a>(
     let Some(spec) = spec else { return Ok(None) };
     let known = super::registry::known(cx);
     let made = super::views::views_of(cx, &m.rule.id, spec, path, &m.rel, &known);
-    match (made.files.as_slice(), made.error) {
+    match (made.files.as_slice(), made.errors.into_iter().next()) {
         ([one], _) => {
             let one = one.clone();
             let found = find_store(catalog, cx, &one, Some(&m.rule.id)).map_err(|_| {

@@ -211,7 +211,7 @@ impl<T: WalkItem> Walk<T> {
         let known = registry::known(cx);
         for file in stores.files {
             let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), &known);
-            if let Some((busy, message)) = made.error {
+            for (busy, message) in made.errors {
                 views::note_error(views::StoreError {
                     app: rule.id.clone(),
                     store: file.path.clone(),

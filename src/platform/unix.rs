@@ -397,6 +397,35 @@ pub fn on_interrupt(f: fn()) {
 }
 
 /// Sets glibc's mmap threshold (see `main`); other C libraries are left alone.
+/// Free bytes for an unprivileged writer on the file system holding `path`.
+#[allow(clippy::unnecessary_cast)] // the field types differ between Linux and macOS
+pub fn free_space(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statvfs` is plain data; zeroed is a valid value of it.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `s` a valid place for the result.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+/// The bytes a file takes on its disk (a sparse file takes fewer than its length).
+pub fn allocated_bytes(meta: &Metadata) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Some(meta.blocks().saturating_mul(512))
+}
+
+/// A write past the process's file size limit (`ulimit -f`) fails with EFBIG, like a full disk,
+/// instead of SIGXFSZ ending the process mid-write.
+pub fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to ignored has no other effect.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 pub fn fix_mmap_threshold(bytes: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread exists.

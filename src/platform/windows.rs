@@ -506,6 +506,31 @@ pub fn on_interrupt(f: fn()) {
     }
 }
 
+/// Free bytes for this user on the volume holding `path`.
+pub fn free_space(path: &Path) -> Option<u64> {
+    use std::os::windows::ffi::OsStrExt;
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
+    let mut avail: u64 = 0;
+    // SAFETY: `wide` is NUL-terminated; the two totals not asked for may be null.
+    let ok = unsafe {
+        windows_sys::Win32::Storage::FileSystem::GetDiskFreeSpaceExW(
+            wide.as_ptr(),
+            &mut avail,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    (ok != 0).then_some(avail)
+}
+
+/// Not known from a file's metadata on Windows (a sparse file is not told apart there).
+pub fn allocated_bytes(_meta: &Metadata) -> Option<u64> {
+    None
+}
+
+/// Windows has no file size signal.
+pub fn ignore_file_size_signal() {}
+
 pub fn fix_mmap_threshold(_bytes: usize) {}
 
 // ---------------------------------------------------------------------------------------------------

@@ -45,6 +45,17 @@ impl World {
         c
     }
 
+    /// The binary as `almanac()` sets it up, as a plain `std::process::Command` (to watch it run).
+    pub fn almanac_process(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"));
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("ALMANAC_HOME", self.almanac_home())
+            .current_dir(self.root());
+        c
+    }
+
     /// Creates `<root>/<rel>` with a `.almanac/` wiki and returns its path.
     pub fn repo(&self, rel: &str) -> PathBuf {
         let p = self.root().join(rel);
@@ -166,4 +177,41 @@ pub fn wait_for_pid(file: &Path) -> i32 {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Runs `cmd` to its end; returns its stdout, exit code and its peak resident memory in KiB, as the
+/// process's own high-water mark (`VmHWM`, Linux) last seen while it ran (the rusage of a child forked
+/// from this test process would count this process's pages too).
+pub fn output_and_peak_rss(mut cmd: std::process::Command) -> (Vec<u8>, i32, Option<u64>) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).unwrap();
+        out
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    let status = loop {
+        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            l[6..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+        peak = peak.max(hwm);
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (reader.join().unwrap(), status.code().unwrap_or(-1), peak)
 }

@@ -41,6 +41,7 @@ mod resources;
 mod rules_cli;
 mod schedulers;
 mod schtasks;
+mod store_bounds;
 mod stores;
 mod subvert;
 mod sweep;

@@ -201,43 +201,6 @@ fn a_reset_between_the_passes_wins_over_the_sweep() {
     assert_eq!(started[0]["toLine"], 4);
 }
 
-/// Runs `cmd` to its end; returns its stdout, exit code and its peak resident memory in KiB, as the
-/// process's own high-water mark (`VmHWM`, Linux) last seen while it ran (the rusage of a child forked
-/// from this test process would count this process's pages too).
-fn output_and_peak_rss(mut cmd: std::process::Command) -> (Vec<u8>, i32, Option<u64>) {
-    use std::io::Read;
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        stdout.read_to_end(&mut out).unwrap();
-        out
-    });
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = None;
-    let status = loop {
-        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-            l[6..]
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        });
-        peak = peak.max(hwm);
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    (reader.join().unwrap(), status.code().unwrap_or(-1), peak)
-}
-
 /// One turn of 100,000 assistant blocks (each written twice, as streaming replays do, 200 bytes of text
 /// each), read as `capture turns` reads it: the text is the first blocks, cut at 4 KiB, the tool used at
 /// the very end is seen, and memory does not grow with the turn.

@@ -16,7 +16,7 @@ mod text;
 
 use crate::context::Context;
 use crate::rules::views::ViewSpec;
-use read::{ReadError, SessionRead};
+use read::{Messages, SessionRead};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,9 @@ struct Index {
     /// The stamp at which the store could not be read, and why: not read again until it changes.
     #[serde(default)]
     failed: Option<(String, String)>,
+    /// Sessions not read at this stamp, each past a bound of one session: (id, why).
+    #[serde(default)]
+    refused: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,12 +66,13 @@ struct Indexed {
     project: Option<String>,
 }
 
-/// What reading one store gave: its views, and why it could not be read now (then the last read's
-/// views are given, when there are any).
+/// What reading one store gave: its views, and why it or some of its sessions could not be read now
+/// (then the last read's views are given, when there are any).
 pub struct StoreViews {
     pub files: Vec<PathBuf>,
-    /// Why the store could not be read now, and whether that is a busy store.
-    pub error: Option<(bool, String)>,
+    /// Why the store or a session of it could not be read, each with whether it is read again on the
+    /// next sweep whatever happens (a store caught being written, almanac's own disk).
+    pub errors: Vec<(bool, String)>,
 }
 
 /// A file's size, mtime and identity, and its `-wal`'s (empty parts for a file that is not there).
@@ -189,6 +193,13 @@ struct Made<'a> {
     lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
 }
 
+/// What writing a store's views gave so far: the index they are written into, and what could not be
+/// written (almanac's own disk: tried again next time).
+struct Written {
+    next: Index,
+    error: Option<String>,
+}
+
 impl Made<'_> {
     fn header(&self, s: &SessionRead, messages: &[Value]) -> (Value, Option<String>) {
         let parent = self
@@ -227,44 +238,52 @@ impl Made<'_> {
         (header, project)
     }
 
-    /// Writes each session's view into `dir` (one a session the read did not query again keeps its
-    /// messages) and indexes it in `next`; the last error, if any.
-    fn write(
-        &self,
-        dir: &Path,
-        sessions: &[SessionRead],
-        next: &mut Index,
-    ) -> Option<(bool, String)> {
-        let mut error = None;
-        for s in sessions {
-            let file = file_name(&s.id);
-            let path = dir.join(&file);
-            let messages = match &s.messages {
-                Some(m) => std::borrow::Cow::Borrowed(m),
-                None => match old_messages(&path) {
-                    Some(m) => std::borrow::Cow::Owned(m),
-                    None => continue,
-                },
-            };
-            let (header, project) = self.header(s, &messages);
-            if let Err(e) = write_if_changed(&path, &self.bytes(&header, &messages)) {
-                error = Some((false, format!("{}: {e}", path.display())));
-                continue;
+    /// Writes one session's view into `dir` (a session the read did not query again keeps its
+    /// messages) and indexes it; a session past a bound is indexed as refused, with no view.
+    fn write_one(&self, dir: &Path, mut s: SessionRead, out: &mut Written) {
+        let file = file_name(&s.id);
+        let path = dir.join(&file);
+        let messages = match std::mem::replace(&mut s.messages, Messages::Unchanged) {
+            Messages::Read(m) => m,
+            Messages::Unchanged => match old_messages(&path) {
+                Some(m) => m,
+                None => return,
+            },
+            Messages::Refused(why) => {
+                out.next.refused.push((s.id, why));
+                return;
             }
-            next.sessions.push(Indexed {
-                id: s.id.clone(),
-                file,
-                updated: s.updated.clone(),
-                project,
-            });
+        };
+        let (header, project) = self.header(&s, &messages);
+        let bytes = match self.bytes(&header, &messages) {
+            Ok(b) => b,
+            Err(why) => {
+                out.next.refused.push((s.id, why));
+                return;
+            }
+        };
+        drop(messages);
+        if let Err(e) = write_if_changed(&path, &bytes) {
+            out.error = Some(format!(
+                "{}: writing the view failed on almanac's own disk: {e}",
+                path.display()
+            ));
+            return;
         }
-        error
+        out.next.sessions.push(Indexed {
+            id: s.id,
+            file,
+            updated: s.updated,
+            project,
+        });
     }
 
-    /// The view's bytes: the header, then each message with its id first.
-    fn bytes(&self, header: &Value, messages: &[Value]) -> Vec<u8> {
+    /// The view's bytes: the header, then each message with its id first; the bound of one session
+    /// that its messages pass, if they do.
+    fn bytes(&self, header: &Value, messages: &[Value]) -> Result<Vec<u8>, String> {
         let mut out = serde_json::to_vec(header).unwrap_or_default();
         out.push(b'\n');
+        let mut bounds = read::Bounds::default();
         let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
         for m in messages {
             let base = self
@@ -287,9 +306,11 @@ impl Made<'_> {
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
             let id = if *n == 1 { base } else { format!("{base}~{n}") };
+            let before = out.len();
             message_line(&mut out, &id, m);
+            bounds.add((out.len() - before) as u64)?;
         }
-        out
+        Ok(out)
     }
 }
 
@@ -356,36 +377,20 @@ pub fn views_of(
 ) -> StoreViews {
     let dir = store_dir(cx, app, store);
     let index = load_index(&dir);
-    let listed = |index: &Index| -> Vec<PathBuf> {
-        index
-            .sessions
-            .iter()
-            .map(|s| dir.join(&s.file))
-            .filter(|p| p.is_file())
-            .collect()
-    };
     let stamp = match stamp_of(spec, store, known) {
         Ok(s) => s,
         Err(e) => {
             return StoreViews {
                 files: Vec::new(),
-                error: Some((false, format!("{}: {e}", store.display()))),
+                errors: vec![(false, format!("{}: {e}", store.display()))],
             }
         }
     };
     if index.stamp == stamp && index.store == store.to_string_lossy() {
-        return StoreViews {
-            files: listed(&index),
-            error: None,
-        };
+        return index.views(&dir, None);
     }
-    if let Some((at, why)) = &index.failed {
-        if *at == stamp {
-            return StoreViews {
-                files: listed(&index),
-                error: Some((false, why.clone())),
-            };
-        }
+    if index.failed.as_ref().is_some_and(|(at, _)| *at == stamp) {
+        return index.views(&dir, None);
     }
     let unchanged = |id: &str, updated: Option<&str>| {
         updated.is_some()
@@ -395,44 +400,14 @@ pub fn views_of(
     };
     STORES_READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let scratch = cx.almanac_home.join("state/tmp");
-    let sessions = match read::read_store(spec, &scratch, store, rel, &unchanged) {
-        Ok(s) => s,
-        Err(e) => {
-            // The last read's views stay (nothing is lost); a store that cannot be read is not read
-            // again until it changes.
-            let busy = matches!(e, ReadError::Busy(_));
-            let files = listed(&index);
-            if !busy {
-                let failed = Index {
-                    failed: Some((stamp, e.to_string())),
-                    ..index
-                };
-                let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
-            }
-            return StoreViews {
-                files,
-                error: Some((busy, e.to_string())),
-            };
-        }
-    };
-    let mut next = Index {
-        store: store.to_string_lossy().into_owned(),
-        stamp,
-        sessions: Vec::new(),
-        lookups: Default::default(),
-        failed: None,
-    };
+    let mut lookups_next = project::LookupCache::default();
     let (lookups, retry) = project::lookups(
         &spec.project,
         store,
         &scratch,
         &index.lookups,
-        &mut next.lookups,
+        &mut lookups_next,
     );
-    if retry {
-        // A lookup store was being written: read the store again on the next sweep.
-        next.stamp.push_str(" retry");
-    }
     let made = Made {
         app,
         spec,
@@ -441,9 +416,45 @@ pub fn views_of(
         known,
         lookups: &lookups,
     };
-    let queried = sessions.iter().filter(|s| s.messages.is_some()).count() as u64;
-    SESSIONS_QUERIED.fetch_add(queried, std::sync::atomic::Ordering::Relaxed);
-    let mut error = made.write(&dir, &sessions, &mut next);
+    let mut written = Written {
+        next: Index {
+            store: store.to_string_lossy().into_owned(),
+            // A lookup store was being written: read the store again on the next sweep.
+            stamp: match retry {
+                true => format!("{stamp} retry"),
+                false => stamp.clone(),
+            },
+            lookups: lookups_next,
+            ..Index::default()
+        },
+        error: None,
+    };
+    if let Err(e) = crate::util::atomic::ensure_private_dir(&dir) {
+        let why = format!("{}: almanac's own disk: {e}", dir.display());
+        return index.views(&dir, Some((true, why)));
+    }
+    // Each session is written as it is read: the store is never held whole.
+    let read = read::read_store(spec, &scratch, store, rel, &unchanged, &mut |s| {
+        if matches!(s.messages, Messages::Read(_)) {
+            SESSIONS_QUERIED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        made.write_one(&dir, s, &mut written);
+    });
+    if let Err(e) = read {
+        // The last read's views stay (nothing is lost; a view this read rewrote holds the newer
+        // messages). A store at fault is not read again until it changes; one caught being written,
+        // or one almanac's own disk failed, is read again on the next sweep.
+        if e.transient() {
+            return index.views(&dir, Some((true, e.to_string())));
+        }
+        let failed = Index {
+            failed: Some((stamp, e.to_string())),
+            ..index
+        };
+        let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
+        return failed.views(&dir, None);
+    }
+    let Written { next, mut error } = written;
     for old in &index.sessions {
         if !next.sessions.iter().any(|s| s.file == old.file) {
             let _ = std::fs::remove_file(dir.join(&old.file));
@@ -451,12 +462,33 @@ pub fn views_of(
     }
     if error.is_none() {
         if let Err(e) = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &next) {
-            error = Some((false, format!("{}: {e}", dir.join(INDEX).display())));
+            error = Some(format!(
+                "{}: almanac's own disk: {e}",
+                dir.join(INDEX).display()
+            ));
         }
     }
-    StoreViews {
-        files: listed(&next),
-        error,
+    next.views(&dir, error.map(|e| (true, e)))
+}
+
+impl Index {
+    /// The views this index lists that are there, and why the store or its sessions could not be read:
+    /// `now` (this read's), else the failure it remembers; then each session refused for a bound.
+    fn views(&self, dir: &Path, now: Option<(bool, String)>) -> StoreViews {
+        let files = self
+            .sessions
+            .iter()
+            .map(|s| dir.join(&s.file))
+            .filter(|p| p.is_file())
+            .collect();
+        let remembered = self.failed.as_ref().map(|(_, why)| (false, why.clone()));
+        let mut errors: Vec<(bool, String)> = now.or(remembered).into_iter().collect();
+        errors.extend(
+            self.refused
+                .iter()
+                .map(|(id, why)| (false, format!("{}: session {id}: {why}", self.store))),
+        );
+        StoreViews { files, errors }
     }
 }
 

@@ -217,7 +217,7 @@ pub fn lookups(
                 _ => match super::sqlite::list_ids(scratch, &db, &l.ids) {
                     Ok(ids) => ids,
                     Err(ReadError::Bad(_)) => Vec::new(),
-                    Err(ReadError::Busy(_)) => {
+                    Err(ReadError::Busy(_) | ReadError::Local(_)) => {
                         retry = true;
                         continue;
                     }

@@ -1,5 +1,11 @@
-//! Reading a store that is not append-only JSONL into its sessions: a replay log, a JSON document, or a
-//! SQLite database read through a private copy. Nothing here writes beside the store.
+//! Reading a store that is not append-only JSONL into its sessions: a replay log, a JSON document, a
+//! plain-text transcript, a Markdown log or a SQLite database read through a private copy. Nothing
+//! here writes beside the store.
+//!
+//! Every kind is held to the same bounds (`Bounds`): a session of more than `MAX_MESSAGES` messages or
+//! `MAX_SESSION_BYTES` of them is not read (`Messages::Refused`, naming the bound), and each session is
+//! handed on as soon as it is read, so a store of many sessions is never held whole. A store's rows and
+//! lines are streamed; only one session's messages are held at a time.
 
 use crate::rules::compiled::JsonPath;
 use crate::rules::views::{ViewFormat, ViewSpec};
@@ -7,42 +13,132 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// The most of a JSON document or replay log read (a larger one is an error naming it); a test may
+/// The most of a log read that may hold more than one session's messages (a replay log that says a
+/// message many times, a Markdown log of many sessions); a larger one is an error naming it. A test may
 /// lower it with `ALMANAC_TEST_MAX_DOCUMENT_BYTES`.
 pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+/// The most messages one session's view holds.
+pub const MAX_MESSAGES: usize = 200_000;
+/// The most bytes of messages one session's view holds, and so the most of a file that holds one
+/// session as it is (a JSON document, a text transcript) that is read. A test may lower it with
+/// `ALMANAC_TEST_MAX_SESSION_BYTES`.
+pub const MAX_SESSION_BYTES: u64 = 64 << 20;
 
 /// One session as the store holds it.
 pub struct SessionRead {
     pub id: String,
     /// The session object the `session` and `project` paths read.
     pub session: Value,
-    /// Its messages in order, or None when `updated` says it is as the last read left it.
-    pub messages: Option<Vec<Value>>,
+    pub messages: Messages,
     pub updated: Option<String>,
 }
 
+/// A session's messages as this read found them.
+pub enum Messages {
+    /// In order.
+    Read(Vec<Value>),
+    /// As the last read left them: `updated` did not change, so they were not read again.
+    Unchanged,
+    /// Not read: the session passes one of almanac's bounds (the words name it).
+    Refused(String),
+}
+
 /// Why a store could not be read. `Busy`: the store changed while it was copied, or SQLite reported it
-/// busy or locked: tried again on the next sweep, the last read's views kept.
+/// busy or locked: tried again on the next sweep, the last read's views kept. `Local`: almanac's own
+/// disk failed it (full, a file size limit, a directory it cannot make): tried again on the next sweep,
+/// as nothing is wrong with the store. `Bad`: the store itself, remembered until it changes.
 #[derive(Debug)]
 pub enum ReadError {
     Busy(String),
+    Local(String),
     Bad(String),
 }
 
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::Busy(e) => write!(f, "{e} (read again on the next sweep)"),
+            ReadError::Busy(e) | ReadError::Local(e) => {
+                write!(f, "{e} (read again on the next sweep)")
+            }
             ReadError::Bad(e) => f.write_str(e),
         }
     }
 }
 
-fn max_document() -> u64 {
-    std::env::var("ALMANAC_TEST_MAX_DOCUMENT_BYTES")
+impl ReadError {
+    /// Whether the store is read again on the next sweep whatever happens to it (nothing is wrong with
+    /// it that its next change would have to mend).
+    pub fn transient(&self) -> bool {
+        !matches!(self, ReadError::Bad(_))
+    }
+}
+
+fn test_bound(var: &str, default: u64) -> u64 {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(MAX_DOCUMENT_BYTES)
+        .unwrap_or(default)
+}
+
+fn max_document() -> u64 {
+    test_bound("ALMANAC_TEST_MAX_DOCUMENT_BYTES", MAX_DOCUMENT_BYTES)
+}
+
+/// `MAX_SESSION_BYTES`, or a test's lower bound.
+pub fn max_session_bytes() -> u64 {
+    test_bound("ALMANAC_TEST_MAX_SESSION_BYTES", MAX_SESSION_BYTES)
+}
+
+/// One session's messages counted against the bounds as they are read.
+pub struct Bounds {
+    messages: usize,
+    bytes: u64,
+    max_bytes: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            messages: 0,
+            bytes: 0,
+            max_bytes: max_session_bytes(),
+        }
+    }
+}
+
+impl Bounds {
+    /// Counts one message of about `bytes`; the words for the bound it passes, if it does.
+    pub fn add(&mut self, bytes: u64) -> Result<(), String> {
+        self.messages += 1;
+        self.bytes += bytes;
+        self.check()
+    }
+
+    /// Sets what is held (a replay log replaces and drops messages as it goes).
+    pub fn set(&mut self, messages: usize, bytes: u64) -> Result<(), String> {
+        self.messages = messages;
+        self.bytes = bytes;
+        self.check()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.messages > MAX_MESSAGES {
+            return Err(format!(
+                "the session holds more than {MAX_MESSAGES} messages, almanac's bound for one session: not read"
+            ));
+        }
+        if self.bytes > self.max_bytes {
+            return Err(too_large(self.max_bytes));
+        }
+        Ok(())
+    }
+}
+
+fn too_large(max: u64) -> String {
+    format!(
+        "the session holds more than {} of messages, almanac's bound for one session: not read",
+        crate::util::duration::format_size(max)
+    )
 }
 
 /// The first string (or number, as text) a path selects.
@@ -66,7 +162,10 @@ pub fn session_id(spec: &ViewSpec, session: &Value, rel: &str) -> Option<String>
         })
 }
 
-/// The sessions of one store file.
+/// Where each session read is handed, as soon as it is read.
+pub type Sink<'a> = dyn FnMut(SessionRead) + 'a;
+
+/// The sessions of one store file, each handed to `sink` as it is read.
 /// `scratch`: where a database's private copy is made (almanac's state, on disk: `/tmp` may be memory).
 pub fn read_store(
     spec: &ViewSpec,
@@ -74,7 +173,8 @@ pub fn read_store(
     path: &Path,
     rel: &str,
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
-) -> Result<Vec<SessionRead>, ReadError> {
+    sink: &mut Sink,
+) -> Result<(), ReadError> {
     // A sibling counts when it is a file (or a link to one, which its own store refuses by name); a
     // dangling link or a directory leaves this file the session's.
     if spec
@@ -82,33 +182,32 @@ pub fn read_store(
         .iter()
         .any(|n| std::fs::metadata(path.with_file_name(n)).is_ok_and(|m| m.is_file()))
     {
-        return Ok(Vec::new());
+        return Ok(());
     }
     match &spec.format {
         ViewFormat::Replay => {
-            let (session, messages) = replay(spec, &read_document(path)?);
-            if messages.len() > super::sqlite::MAX_MESSAGES {
-                return Err(ReadError::Bad(format!(
-                    "{}: holds more than {} messages: not read",
-                    path.display(),
-                    super::sqlite::MAX_MESSAGES
-                )));
-            }
-            one(spec, rel, (session, messages))
+            let (session, messages) = replay(spec, path)?;
+            one(spec, rel, (session, messages), sink);
+            Ok(())
         }
         ViewFormat::Json { messages } => {
-            let bytes = read_document(path)?;
-            let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            let bytes = read_session_file(path)?;
+            let read = document(messages, &bytes).map_err(|e| {
                 ReadError::Bad(format!("{} is not a JSON document: {e}", path.display()))
             })?;
-            one(spec, rel, document(messages, doc))
+            drop(bytes);
+            one(spec, rel, read, sink);
+            Ok(())
         }
-        ViewFormat::Markdown(md) => super::markdown::read(md, path, &read_document(path)?),
+        ViewFormat::Markdown(md) => super::markdown::read(md, path, max_document(), sink),
         ViewFormat::Text { block } => {
-            let bytes = read_document(path)?;
-            let messages = super::text::messages(block, &bytes, super::sqlite::MAX_MESSAGES)
-                .map_err(|e| ReadError::Bad(format!("{}: {e}", path.display())))?;
-            one(spec, rel, (Value::Object(Map::new()), messages))
+            let bytes = read_session_file(path)?;
+            let messages = match super::text::messages(block, &bytes, MAX_MESSAGES) {
+                Ok(m) => Messages::Read(m),
+                Err(why) => Messages::Refused(why),
+            };
+            one(spec, rel, (Value::Object(Map::new()), messages), sink);
+            Ok(())
         }
         ViewFormat::Sqlite {
             sessions,
@@ -120,36 +219,91 @@ pub fn read_store(
             (path, rel),
             (sessions, messages, json_columns),
             unchanged,
+            sink,
         ),
     }
 }
 
-fn one(
-    spec: &ViewSpec,
-    rel: &str,
-    (session, messages): (Value, Vec<Value>),
-) -> Result<Vec<SessionRead>, ReadError> {
+fn one(spec: &ViewSpec, rel: &str, (session, messages): (Value, Messages), sink: &mut Sink) {
     let Some(id) = session_id(spec, &session, rel) else {
-        return Ok(Vec::new()); // not a session (a file the include globs also match)
+        return; // not a session (a file the include globs also match)
     };
     let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
-    Ok(vec![SessionRead {
+    sink(SessionRead {
         id,
         session,
-        messages: Some(messages),
+        messages,
         updated,
-    }])
+    });
 }
 
-fn read_document(path: &Path) -> Result<Vec<u8>, ReadError> {
-    crate::util::untrusted::read_capped(path, max_document())
-        .map_err(|e| ReadError::Bad(format!("{}: {e}", path.display())))
+/// A file that holds one session as it is (a JSON document, a text transcript): at most the bound of
+/// one session's messages is read.
+fn read_session_file(path: &Path) -> Result<Vec<u8>, ReadError> {
+    let max = max_session_bytes();
+    crate::util::untrusted::read_capped(path, max).map_err(|e| {
+        ReadError::Bad(match e.to_string().contains("is larger than") {
+            true => format!(
+                "{} is larger than {}, almanac's bound for one session: not read",
+                path.display(),
+                crate::util::duration::format_size(max)
+            ),
+            false => format!("{}: {e}", path.display()),
+        })
+    })
 }
 
 /// A JSON document: the messages `messages` selects; the rest is the session (the member holding the
-/// messages is left out of it when the path names one).
-fn document(messages: &JsonPath, doc: Value) -> (Value, Vec<Value>) {
-    let list: Vec<Value> = messages.select(&doc).into_iter().cloned().collect();
+/// messages is left out of it when the path names one). More than `MAX_MESSAGES` are not made values:
+/// for the common paths (`$[*]`, `$.member[*]` over an array) they are counted in the document's text
+/// first, so a document of many tiny messages costs its own size, not many times it.
+fn document(messages: &JsonPath, bytes: &[u8]) -> Result<(Value, Messages), String> {
+    use serde_json::value::RawValue;
+    let over = || {
+        let mut b = Bounds::default();
+        Messages::Refused(b.set(MAX_MESSAGES + 1, 0).err().unwrap_or_default())
+    };
+    let each = |list: Vec<&RawValue>| -> Result<Messages, String> {
+        if list.len() > MAX_MESSAGES {
+            return Ok(over());
+        }
+        let values = list
+            .into_iter()
+            .map(|m| serde_json::from_str::<Value>(m.get()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(Messages::Read(values))
+    };
+    if messages.text == "$[*]" {
+        if let Ok(list) = serde_json::from_slice::<Vec<&RawValue>>(bytes) {
+            return Ok((Value::Object(Map::new()), each(list)?));
+        }
+    }
+    if let Some(key) = top_member(&messages.text).filter(|k| messages.text == format!("$.{k}[*]")) {
+        if let Ok(top) = object_members(bytes) {
+            let mut session = Map::new();
+            let mut list = None;
+            for (k, v) in top {
+                if k == key && v.get().trim_start().starts_with('[') {
+                    list = Some(
+                        serde_json::from_str::<Vec<&RawValue>>(v.get())
+                            .map_err(|e| e.to_string())?,
+                    );
+                } else if k != key {
+                    session.insert(k, serde_json::from_str(v.get()).map_err(|e| e.to_string())?);
+                }
+            }
+            if let Some(list) = list {
+                return Ok((Value::Object(session), each(list)?));
+            }
+        }
+    }
+    let doc: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let selected = messages.select(&doc);
+    let list = match selected.len() > MAX_MESSAGES {
+        true => over(),
+        false => Messages::Read(selected.into_iter().cloned().collect()),
+    };
     let mut session = doc;
     if let (Some(key), Value::Object(m)) = (top_member(&messages.text), &mut session) {
         m.remove(&key);
@@ -157,7 +311,17 @@ fn document(messages: &JsonPath, doc: Value) -> (Value, Vec<Value>) {
     if !session.is_object() {
         session = Value::Object(Map::new());
     }
-    (session, list)
+    Ok((session, list))
+}
+
+/// A JSON object's members, as raw text each, by name as a parsed value orders them (the last of a
+/// repeated name wins, as there).
+fn object_members(
+    bytes: &[u8],
+) -> Result<Vec<(String, &serde_json::value::RawValue)>, serde_json::Error> {
+    let map: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+        serde_json::from_slice(bytes)?;
+    Ok(map.into_iter().collect())
 }
 
 /// `messages` in `$.messages[*]` (a path into one top-level member), else None.
@@ -173,88 +337,142 @@ fn top_member(path: &str) -> Option<String> {
 /// the session (its `messages` replaces the list); `$rewindTo` drops that message and every later one.
 /// A line that is not JSON (one being written) ends the log there. Without `session.message_id` the
 /// log is plain JSONL that may be rewritten whole (Cursor's agent transcripts): every record a message.
-fn replay(spec: &ViewSpec, bytes: &[u8]) -> (Value, Vec<Value>) {
-    let mut session = Map::new();
-    let mut list: Vec<(String, Value)> = Vec::new();
-    // Where each id first is in `list` (a log of many messages is read in one pass).
-    let mut at: HashMap<String, usize> = HashMap::new();
-    let index = |list: &[(String, Value)]| -> HashMap<String, usize> {
-        let mut m = HashMap::new();
-        for (i, (id, _)) in list.iter().enumerate() {
-            m.entry(id.clone()).or_insert(i);
+/// Read line by line; what is held is counted against the bounds (each message as the length of the
+/// line that gave it).
+fn replay(spec: &ViewSpec, path: &Path) -> Result<(Value, Messages), ReadError> {
+    let bad = |e: std::io::Error| ReadError::Bad(format!("{}: {e}", path.display()));
+    let file = crate::util::untrusted::open_regular(path).map_err(bad)?;
+    let max = max_document();
+    if file.metadata().map_err(bad)?.len() > max {
+        return Err(ReadError::Bad(format!(
+            "{} is larger than {}; almanac reads at most that much of it",
+            path.display(),
+            crate::util::duration::format_size(max)
+        )));
+    }
+    let max_line = usize::try_from(max_session_bytes()).unwrap_or(usize::MAX);
+    let mut lines =
+        crate::util::lines::LineReader::with_max_line(std::io::Read::take(file, max), max_line);
+    let mut log = Replayed::new(spec);
+    while let Some(line) = lines.next_line().map_err(bad)? {
+        if line.oversized {
+            return Ok((
+                Value::Object(log.session),
+                Messages::Refused(too_large(max_line as u64)),
+            ));
         }
-        m
-    };
-    let id_of = |v: &Value| spec.message_id.as_ref().and_then(|p| text_at(p, v));
-    for line in bytes.split(|b| *b == b'\n') {
-        if list.len() > super::sqlite::MAX_MESSAGES {
-            break; // refused by the caller
-        }
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            continue;
-        }
-        let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(line) else {
-            if spec.message_id.is_none() {
-                // A plain log rewritten whole: a bad line is passed over, not the end.
-                continue;
-            }
+        if !log.record(line.bytes.trim_ascii()) {
             break;
+        }
+        if let Err(why) = log.bounds.set(log.list.len(), log.held) {
+            return Ok((Value::Object(log.session), Messages::Refused(why)));
+        }
+    }
+    let messages = log.list.into_iter().map(|(_, v, _)| v).collect();
+    Ok((Value::Object(log.session), Messages::Read(messages)))
+}
+
+/// A replay log as read so far.
+struct Replayed<'a> {
+    spec: &'a ViewSpec,
+    session: Map<String, Value>,
+    /// (message id, message, bytes of the line that gave it).
+    list: Vec<(String, Value, u64)>,
+    /// Where each id first is in `list` (a log of many messages is read in one pass).
+    at: HashMap<String, usize>,
+    held: u64,
+    bounds: Bounds,
+}
+
+impl<'a> Replayed<'a> {
+    fn new(spec: &'a ViewSpec) -> Self {
+        Replayed {
+            spec,
+            session: Map::new(),
+            list: Vec::new(),
+            at: HashMap::new(),
+            held: 0,
+            bounds: Bounds::default(),
+        }
+    }
+
+    fn id_of(&self, v: &Value) -> Option<String> {
+        self.spec.message_id.as_ref().and_then(|p| text_at(p, v))
+    }
+
+    fn reindex(&mut self) {
+        self.at.clear();
+        for (i, (id, _, _)) in self.list.iter().enumerate() {
+            self.at.entry(id.clone()).or_insert(i);
+        }
+        self.held = self.list.iter().map(|(_, _, n)| n).sum();
+    }
+
+    /// Takes one line; false when it ends the log (a half-written record).
+    fn record(&mut self, line: &[u8]) -> bool {
+        if line.is_empty() {
+            return true;
+        }
+        let len = line.len() as u64;
+        let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(line) else {
+            // A plain log rewritten whole: a bad line is passed over, not the end.
+            return self.spec.message_id.is_none();
         };
         if let Some(Value::Object(set)) = rec.get("$set") {
             for (k, v) in set {
                 if k == "messages" {
-                    list = v
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .map(|m| (id_of(m).unwrap_or_default(), m.clone()))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    at = index(&list);
+                    let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
+                    // The record's length stands for the whole list it sets.
+                    let each = len / list.len().max(1) as u64;
+                    self.list = list
+                        .iter()
+                        .map(|m| (self.id_of(m).unwrap_or_default(), m.clone(), each))
+                        .collect();
+                    self.reindex();
                 } else {
-                    session.insert(k.clone(), v.clone());
+                    self.session.insert(k.clone(), v.clone());
                 }
             }
-            continue;
+            return true;
         }
         if let Some(to) = rec.get("$rewindTo") {
             let to = match to {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            if let Some(&i) = at.get(&to) {
-                list.truncate(i);
-                at.retain(|_, p| *p < i);
+            if let Some(&i) = self.at.get(&to) {
+                self.list.truncate(i);
+                self.reindex();
             }
-            continue;
+            return true;
         }
         let value = Value::Object(rec);
-        if spec.message_id.is_none() {
+        if self.spec.message_id.is_none() {
             // No message ids: a plain JSONL log, every record a message (known by its content).
-            list.push((String::new(), value));
-            continue;
+            self.list.push((String::new(), value, len));
+            self.held += len;
+            return true;
         }
-        match id_of(&value) {
-            Some(id) => match at.get(&id) {
-                Some(&i) => list[i].1 = value,
+        match self.id_of(&value) {
+            Some(id) => match self.at.get(&id).copied() {
+                Some(i) => {
+                    self.held = self.held - self.list[i].2 + len;
+                    self.list[i] = (id, value, len);
+                }
                 None => {
-                    at.insert(id.clone(), list.len());
-                    list.push((id, value));
+                    self.at.insert(id.clone(), self.list.len());
+                    self.list.push((id, value, len));
+                    self.held += len;
                 }
             },
             None => {
                 if let Value::Object(rec) = value {
-                    session.extend(rec);
+                    self.session.extend(rec);
                 }
             }
         }
+        true
     }
-    (
-        Value::Object(session),
-        list.into_iter().map(|(_, v)| v).collect(),
-    )
 }
 
 #[cfg(test)]
@@ -279,6 +497,17 @@ mod tests {
         list.iter().map(|m| m["id"].as_str().unwrap()).collect()
     }
 
+    /// The log `text` replayed, from a file as the reader reads it.
+    fn replay_text(spec: &ViewSpec, text: &str) -> (Value, Vec<Value>) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("log.jsonl");
+        std::fs::write(&p, text).unwrap();
+        match replay(spec, &p).unwrap() {
+            (session, Messages::Read(list)) => (session, list),
+            _ => panic!("not read"),
+        }
+    }
+
     #[test]
     fn a_replay_log_upserts_patches_and_rewinds() {
         let log = r#"{"sessionId":"s1","projectHash":"ab"}
@@ -291,13 +520,13 @@ mod tests {
 {"$rewindTo":"m3"}
 {"id":"m5","type":"user","content":"five"}
 {"id":"m6","type":"gem"#;
-        let (session, list) = replay(&spec(), log.as_bytes());
+        let (session, list) = replay_text(&spec(), log);
         assert_eq!(ids(&list), ["m1", "m2", "m5"]);
         assert_eq!(list[1]["content"], "finished");
         assert_eq!(session["lastUpdated"], "t2");
         assert_eq!(session["sessionId"], "s1");
         let set = "{\"sessionId\":\"s1\"}\n{\"id\":\"m1\"}\n{\"$set\":{\"messages\":[{\"id\":\"x\"},{\"id\":\"y\"}]}}\n{\"id\":\"x\",\"v\":2}\n";
-        let (_, list) = replay(&spec(), set.as_bytes());
+        let (_, list) = replay_text(&spec(), set);
         assert_eq!(ids(&list), ["x", "y"]);
         assert_eq!(list[0]["v"], 2);
     }
@@ -307,25 +536,81 @@ mod tests {
         let mut spec = spec();
         spec.message_id = None;
         let log = "{\"role\":\"user\",\"message\":{}}\nnot json\n[1]\n{\"role\":\"assistant\"}\n{\"role\":\"user\",\"message\":{}}\n";
-        let (session, list) = replay(&spec, log.as_bytes());
+        let (session, list) = replay_text(&spec, log);
         assert_eq!(list.len(), 3);
         assert_eq!(list[2]["role"], "user");
         assert_eq!(session, serde_json::json!({}));
     }
 
     #[test]
+    fn a_replay_log_past_a_bound_is_refused_naming_it() {
+        let mut log = String::from("{\"sessionId\":\"s1\"}\n");
+        for i in 0..=MAX_MESSAGES {
+            log.push_str(&format!("{{\"id\":\"m{i}\"}}\n"));
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("log.jsonl");
+        std::fs::write(&p, &log).unwrap();
+        let (session, m) = replay(&spec(), &p).unwrap();
+        assert_eq!(session["sessionId"], "s1");
+        let Messages::Refused(why) = m else {
+            panic!("read")
+        };
+        assert!(why.contains("more than 200000 messages"), "{why}");
+        // Rewritten in place, the same messages are one each: well within the bound.
+        let same: String = (0..10)
+            .map(|_| "{\"id\":\"m1\",\"text\":\"again\"}\n")
+            .collect();
+        let (_, list) = replay_text(&spec(), &same);
+        assert_eq!(list.len(), 1);
+    }
+
+    #[test]
+    fn bounds_count_messages_and_bytes() {
+        let mut b = Bounds {
+            messages: 0,
+            bytes: 0,
+            max_bytes: 100,
+        };
+        assert!(b.add(60).is_ok());
+        let e = b.add(60).unwrap_err();
+        assert!(e.contains("more than 100 bytes of messages"), "{e}");
+        assert!(b.set(MAX_MESSAGES, 1).is_ok());
+        assert!(b.set(MAX_MESSAGES + 1, 1).unwrap_err().contains("messages"));
+    }
+
+    #[test]
     fn a_document_leaves_its_message_list_out_of_the_session() {
-        let doc: Value =
-            serde_json::json!({"sessionId": "c1", "history": [{"a": 1}, {"a": 2}], "title": "t"});
-        let (session, list) = document(&JsonPath::parse("$.history[*]").unwrap(), doc);
+        let doc = br#"{"sessionId": "c1", "history": [{"a": 1}, {"a": 2}], "title": "t"}"#;
+        let (session, list) = document(&JsonPath::parse("$.history[*]").unwrap(), doc).unwrap();
+        let Messages::Read(list) = list else {
+            panic!("refused")
+        };
         assert_eq!(list.len(), 2);
         assert!(session.get("history").is_none());
         assert_eq!(session["title"], "t");
-        let arr: Value = serde_json::json!([{"role": "user"}]);
-        let (session, list) = document(&JsonPath::parse("$[*]").unwrap(), arr);
+        let arr = br#"[{"role": "user"}]"#;
+        let (session, list) = document(&JsonPath::parse("$[*]").unwrap(), arr).unwrap();
+        let Messages::Read(list) = list else {
+            panic!("refused")
+        };
         assert_eq!(
             (list.len(), session.as_object().map(|m| m.len())),
             (1, Some(0))
         );
+        // Another path, or a member that is not a list, takes the general way: the same result.
+        let obj = br#"{"history": {"x": {"a": 1}}, "title": "t"}"#;
+        let (session, list) = document(&JsonPath::parse("$.history[*]").unwrap(), obj).unwrap();
+        let Messages::Read(list) = list else {
+            panic!("refused")
+        };
+        assert_eq!((list.len(), session["title"].as_str()), (1, Some("t")));
+        let many = format!(
+            "{{\"history\": [{}]}}",
+            vec!["{}"; MAX_MESSAGES + 1].join(",")
+        );
+        let (_, list) =
+            document(&JsonPath::parse("$.history[*]").unwrap(), many.as_bytes()).unwrap();
+        assert!(matches!(list, Messages::Refused(w) if w.contains("200000 messages")));
     }
 }

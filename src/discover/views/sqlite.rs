@@ -2,8 +2,15 @@
 //! create `-wal` and `-shm` files beside it, and `immutable` would miss the rows only its WAL holds. The
 //! database and its WAL are copied into a private directory (the same size and mtime before and after
 //! the copy, else copied again), opened there with `query_only`, and the copy removed.
+//!
+//! The database is a stranger's data: no SQL it holds runs. One that defines a view, a generated column
+//! or a virtual table of a module SQLite does not ship is refused; on the connection triggers and views
+//! are off, the schema is untrusted (`trusted_schema`), nothing can be attached, and a string, blob or
+//! row is at most `MAX_LENGTH`. A copy is bounded too: a sparse file, a WAL far larger than its
+//! database, or more than `MAX_COPY_BYTES` in all is not copied, and a copy that fails on almanac's own
+//! disk is tried again on the next sweep (`ReadError::Local`), not blamed on the store.
 
-use super::read::{session_id, text_at, ReadError, SessionRead};
+use super::read::{session_id, text_at, Bounds, Messages, ReadError, SessionRead, Sink};
 use crate::rules::views::ViewSpec;
 use rusqlite::types::ValueRef;
 use serde_json::{Map, Value};
@@ -17,11 +24,28 @@ const DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 /// A value larger than this is left out of the message (`[N bytes left out]`): parsed, it would cost
 /// many times its size.
 pub const MAX_VALUE: usize = 32 << 20;
-/// The most messages one session's view holds; a store giving more is refused, naming it.
-pub const MAX_MESSAGES: usize = 200_000;
+/// The longest string, blob or row SQLite makes or reads on almanac's connection (`SQLITE_LIMIT_LENGTH`,
+/// 1 GB by default): a longer value fails its session's query.
+const MAX_LENGTH: i32 = 64 << 20;
+/// The most SQLite may allocate in this process: a query past it fails rather than the sweep.
+const HEAP_LIMIT: i64 = 1 << 30;
+/// The most a store's copy (database and WAL) may take; a test may set `ALMANAC_TEST_MAX_COPY_BYTES`.
+pub const MAX_COPY_BYTES: u64 = 4 << 30;
+/// A WAL larger than this many times its database, and than `WAL_FLOOR`, is not one an app wrote.
+const WAL_FACTOR: u64 = 16;
+const WAL_FLOOR: u64 = 64 << 20;
+/// Free space a copy leaves on almanac's disk at the least.
+const FREE_MARGIN: u64 = 64 << 20;
+/// The virtual table modules SQLite itself ships: a table of another module is code almanac lacks, named
+/// by the store.
+const KNOWN_MODULES: &[&str] = &["fts3", "fts4", "fts5", "rtree", "rtree_i32"];
 /// A database that is corrupt (or not one) counts as being written only this long after it changed, or
 /// while a rollback journal is beside it; after that it needs attention.
 const SETTLED: std::time::Duration = std::time::Duration::from_secs(60);
+/// The prefix of a copy's private directory under the scratch directory.
+const COPY_DIR: &str = "almanac-sqlite-";
+/// The lock a copy's reader holds inside its directory while it reads.
+const COPY_LOCK: &str = "reading.lock";
 
 fn deadline() -> std::time::Duration {
     std::env::var("ALMANAC_TEST_STORE_DEADLINE_MS")
@@ -30,12 +54,24 @@ fn deadline() -> std::time::Duration {
         .map_or(DEADLINE, std::time::Duration::from_millis)
 }
 
-/// A private directory removed when dropped.
-struct Scratch(PathBuf);
+fn max_copy() -> u64 {
+    std::env::var("ALMANAC_TEST_MAX_COPY_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_COPY_BYTES)
+}
+
+/// A private directory, locked while it is read and removed when dropped.
+struct Scratch {
+    dir: PathBuf,
+    lock: Option<crate::util::lock::FileLock>,
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Unlocked first: Windows removes no file that is open.
+        drop(self.lock.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -60,57 +96,151 @@ fn stamp(path: &Path) -> std::io::Result<Stamp> {
     ))
 }
 
-fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
-    let mut src = crate::util::untrusted::open_regular(from)?;
+/// Why a copy stopped: the store's file could not be read, almanac's copy could not be written, or the
+/// copy passed what is left of its budget.
+enum CopyFault {
+    Store(std::io::Error),
+    Local(std::io::Error),
+    Budget,
+}
+
+/// Copies `from` to a new file `to`, taking what it copies from `budget`.
+fn copy_file(from: &Path, to: &Path, budget: &mut u64) -> Result<(), CopyFault> {
+    use std::io::{Read, Write};
+    let mut src = crate::util::untrusted::open_regular(from).map_err(CopyFault::Store)?;
     let mut dst = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(to)?;
-    std::io::copy(&mut src, &mut dst)?;
-    Ok(())
+        .open(to)
+        .map_err(CopyFault::Local)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyFault::Store(e)),
+        };
+        *budget = budget.checked_sub(n as u64).ok_or(CopyFault::Budget)?;
+        crate::util::fault::disk_full("store-copy").map_err(CopyFault::Local)?;
+        dst.write_all(&buf[..n]).map_err(CopyFault::Local)?;
+    }
 }
 
-/// Copies a process killed mid-read left behind (an hour old: no read takes that long).
+/// Copies a process killed mid-read left behind: every copy directory whose reader no longer holds its
+/// lock, whatever its age (one made a moment ago whose reader has not locked it yet is left).
 fn remove_stale(scratch: &Path) {
     let Ok(rd) = std::fs::read_dir(scratch) else {
         return;
     };
     for e in rd.flatten() {
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > std::time::Duration::from_secs(3600));
-        if old
-            && e.file_name()
-                .to_string_lossy()
-                .starts_with("almanac-sqlite-")
-        {
+        if !e.file_name().to_string_lossy().starts_with(COPY_DIR) {
+            continue;
+        }
+        let lock = e.path().join(COPY_LOCK);
+        let stale = match std::fs::symlink_metadata(&lock) {
+            Ok(_) => !crate::util::lock::FileLock::is_held(&lock),
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(60)),
+        };
+        if stale {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// Almanac's own disk failed a copy: read again on the next sweep, the words naming the disk's free space.
+fn local(dir: &Path, what: &str, e: &dyn std::fmt::Display) -> ReadError {
+    let free = crate::platform::free_space(dir)
+        .map(|n| format!("{} free", human_size(n)))
+        .unwrap_or_else(|| "free space unknown".into());
+    ReadError::Local(format!(
+        "almanac's own disk failed {what} in {} ({free}): {e}; nothing is wrong with the store",
+        dir.display()
+    ))
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// What is wrong with the database's files as they are, before any byte is copied: a sparse file, a
+/// WAL far larger than its database, more than the copy budget.
+fn refuse_files(path: &Path) -> Result<u64, ReadError> {
+    let bad = |why: String| ReadError::Bad(format!("{}: {why}: not copied", path.display()));
+    let db = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    let wal = std::fs::metadata(wal_of(path)).ok();
+    for (name, m) in [("the database", Some(&db)), ("its WAL", wal.as_ref())] {
+        if m.is_some_and(sparse) {
+            return Err(bad(format!(
+                "{name} is a sparse file far larger than the disk it uses, not one an app wrote"
+            )));
+        }
+    }
+    let wal_len = wal.as_ref().map_or(0, |w| w.len());
+    if wal_len > WAL_FLOOR.max(db.len().saturating_mul(WAL_FACTOR)) {
+        return Err(bad(format!(
+            "its WAL ({}) is more than {WAL_FACTOR} times the database ({}), not one an app wrote",
+            human_size(wal_len),
+            human_size(db.len())
+        )));
+    }
+    let need = db.len().saturating_add(wal_len);
+    if need > max_copy() {
+        return Err(bad(format!(
+            "the database and its WAL ({}) are more than almanac copies of one store ({})",
+            human_size(need),
+            human_size(max_copy())
+        )));
+    }
+    Ok(need)
 }
 
 /// A consistent copy of the database and its WAL in `dir`.
 fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
     let bad = |e: std::io::Error| ReadError::Bad(format!("{}: {e}", path.display()));
     let db = dir.join("store.db");
-    if std::fs::metadata(path).is_ok_and(|m| sparse(&m)) {
-        return Err(ReadError::Bad(format!(
-            "{}: a sparse file far larger than the disk it uses: not a database an app wrote, not copied",
-            path.display()
-        )));
+    let need = refuse_files(path)?;
+    if let Some(free) = crate::platform::free_space(dir) {
+        if free < need.saturating_add(FREE_MARGIN) {
+            let e = format!(
+                "the copy needs {} and {} more must stay free",
+                human_size(need),
+                human_size(FREE_MARGIN)
+            );
+            return Err(local(dir, "a copy of the store", &e));
+        }
     }
     for attempt in 1..=COPY_ATTEMPTS {
         let _ = std::fs::remove_file(&db);
         let _ = std::fs::remove_file(wal_of(&db));
         let before = stamp(path).map_err(bad)?;
-        copy_file(path, &db).map_err(bad)?;
-        if before.1.is_some() {
-            match copy_file(&wal_of(path), &wal_of(&db)) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                other => other.map_err(bad)?,
+        let mut budget = max_copy();
+        let mut copied = copy_file(path, &db, &mut budget);
+        if copied.is_ok() && before.1.is_some() {
+            copied = match copy_file(&wal_of(path), &wal_of(&db), &mut budget) {
+                Err(CopyFault::Store(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            };
+        }
+        match copied {
+            Ok(()) => {}
+            Err(CopyFault::Store(e)) => return Err(bad(e)),
+            Err(CopyFault::Local(e)) => return Err(local(dir, "a copy of the store", &e)),
+            Err(CopyFault::Budget) => {
+                return Err(ReadError::Bad(format!(
+                    "{}: grew past almanac's copy budget of {} while it was copied: not read",
+                    path.display(),
+                    human_size(max_copy())
+                )))
             }
         }
         if stamp(path).map_err(bad)? == before {
@@ -137,6 +267,7 @@ fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> ReadError {
             path.display(),
             deadline().as_secs()
         )),
+        Some(DiskFull | CannotOpen | SystemIoFailure) => ReadError::Local(text),
         _ => ReadError::Bad(text),
     }
 }
@@ -156,26 +287,19 @@ fn being_written(path: &Path) -> bool {
 
 /// A file much larger than the disk it uses (sparse): copying it would fill almanac's disk.
 fn sparse(m: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        m.len() > (64 << 20) && m.blocks().saturating_mul(512) < m.len() / 2
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = m;
-        false
-    }
+    crate::platform::allocated_bytes(m)
+        .is_some_and(|on_disk| m.len() > (64 << 20) && on_disk < m.len() / 2)
 }
 
 /// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON),
-/// a blob as lower-case hex.
+/// a blob as lower-case hex. With the bytes its values hold.
 fn row_object(
     row: &rusqlite::Row,
     names: &[String],
     json_columns: &[String],
-) -> Map<String, Value> {
+) -> (Map<String, Value>, u64) {
     let mut m = Map::new();
+    let mut bytes = 0u64;
     for (i, name) in names.iter().enumerate() {
         let v = match row.get_ref(i) {
             Ok(ValueRef::Null) | Err(_) => Value::Null,
@@ -185,6 +309,7 @@ fn row_object(
                 Value::String(format!("[{} bytes left out]", t.len()))
             }
             Ok(ValueRef::Text(t)) => {
+                bytes += t.len() as u64;
                 let s = String::from_utf8_lossy(t);
                 if json_columns.iter().any(|c| c == name) {
                     serde_json::from_str(&s).unwrap_or_else(|_| Value::String(s.into_owned()))
@@ -192,19 +317,26 @@ fn row_object(
                     Value::String(s.into_owned())
                 }
             }
-            Ok(ValueRef::Blob(b)) => Value::String(crate::util::ids::hex(b)),
+            Ok(ValueRef::Blob(b)) => {
+                bytes += 2 * b.len() as u64;
+                Value::String(crate::util::ids::hex(b))
+            }
         };
+        bytes += name.len() as u64 + 8;
         m.insert(name.clone(), v);
     }
-    m
+    (m, bytes)
 }
 
-fn query(
+/// The rows of `sql`, each handed to `each` with its size as it is read; `each` stops the query by
+/// returning false.
+fn each_row(
     conn: &rusqlite::Connection,
     sql: &str,
     param: Option<&str>,
     json_columns: &[String],
-) -> rusqlite::Result<Vec<Value>> {
+    each: &mut dyn FnMut(Value, u64) -> Result<bool, ReadError>,
+) -> Result<(), QueryError> {
     let mut stmt = conn.prepare(sql)?;
     let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
     let params: Vec<&dyn rusqlite::ToSql> = match &param {
@@ -212,16 +344,111 @@ fn query(
         None => Vec::new(),
     };
     let mut rows = stmt.query(params.as_slice())?;
-    let mut out = Vec::new();
     while let Some(row) = rows.next()? {
-        if out.len() == MAX_MESSAGES {
-            return Err(rusqlite::Error::ToSqlConversionFailure(
-                format!("more than {MAX_MESSAGES} rows").into(),
-            ));
+        let (m, bytes) = row_object(row, &names, json_columns);
+        if !each(Value::Object(m), bytes).map_err(QueryError::Read)? {
+            break;
         }
-        out.push(Value::Object(row_object(row, &names, json_columns)));
     }
-    Ok(out)
+    Ok(())
+}
+
+/// A query stopped by SQLite, or by what was done with a row.
+enum QueryError {
+    Sql(rusqlite::Error),
+    Read(ReadError),
+}
+
+impl From<rusqlite::Error> for QueryError {
+    fn from(e: rusqlite::Error) -> Self {
+        QueryError::Sql(e)
+    }
+}
+
+impl QueryError {
+    fn into_read(self, path: &Path, what: &str) -> ReadError {
+        match self {
+            QueryError::Sql(e) => sql_error(path, what, e),
+            QueryError::Read(e) => e,
+        }
+    }
+}
+
+/// The connection made what almanac needs and no more: read only, no trigger or view, the schema
+/// untrusted (its functions limited to SQLite's innocuous ones), nothing attached, values bounded.
+fn harden(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rusqlite::config::DbConfig as C;
+    use rusqlite::limits::Limit as L;
+    for (setting, on) in [
+        (C::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false),
+        (C::SQLITE_DBCONFIG_ENABLE_TRIGGER, false),
+        (C::SQLITE_DBCONFIG_ENABLE_VIEW, false),
+        (C::SQLITE_DBCONFIG_DEFENSIVE, true),
+    ] {
+        conn.set_db_config(setting, on)?;
+    }
+    for (limit, value) in [
+        (L::SQLITE_LIMIT_LENGTH, MAX_LENGTH),
+        (L::SQLITE_LIMIT_SQL_LENGTH, 1 << 20),
+        (L::SQLITE_LIMIT_ATTACHED, 0),
+        (L::SQLITE_LIMIT_TRIGGER_DEPTH, 1),
+        (L::SQLITE_LIMIT_VARIABLE_NUMBER, 8),
+        (L::SQLITE_LIMIT_WORKER_THREADS, 0),
+    ] {
+        conn.set_limit(limit, value)?;
+    }
+    // SAFETY: sets SQLite's process-wide allocation limit; any thread may call it at any time.
+    unsafe {
+        rusqlite::ffi::sqlite3_hard_heap_limit64(HEAP_LIMIT);
+    }
+    conn.pragma_update(None, "query_only", true)?;
+    conn.pragma_update(None, "cell_size_check", true)
+}
+
+/// What in the database's schema is SQL that a read would run: views, generated columns (hidden 2 or 3
+/// in `table_xinfo`) and virtual tables of modules SQLite does not ship. Triggers stay: no read fires
+/// one, the connection cannot write, and triggers are off on it (real Crush databases define some).
+fn schema_sql(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
+    let mut found = Vec::new();
+    let mut stmt = conn.prepare(
+        "SELECT type, name, COALESCE(sql, '') FROM sqlite_master WHERE type IN ('view', 'table')",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let module =
+        regex::Regex::new(r#"(?is)^\s*CREATE\s+VIRTUAL\s+TABLE\s.*?\bUSING\s+["'`\[]?(\w+)"#)
+            .expect("a valid regex");
+    for row in rows {
+        let (kind, name, sql) = row?;
+        let name = crate::util::term::visible(&name).into_owned();
+        if kind == "view" {
+            found.push(format!("the view `{name}`"));
+        } else if let Some(c) = module.captures(&sql) {
+            let m = c[1].to_ascii_lowercase();
+            if !KNOWN_MODULES.contains(&m.as_str()) {
+                found.push(format!("the virtual table `{name}` of the module `{m}`"));
+            }
+        }
+    }
+    let mut stmt = conn.prepare(
+        "SELECT m.name, x.name FROM sqlite_master AS m JOIN pragma_table_xinfo(m.name) AS x \
+         WHERE m.type = 'table' AND COALESCE(m.sql, '') NOT LIKE 'CREATE VIRTUAL%' AND x.hidden IN (2, 3)",
+    )?;
+    let generated = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    for g in generated {
+        let (table, column) = g?;
+        let (table, column) = (
+            crate::util::term::visible(&table).into_owned(),
+            crate::util::term::visible(&column).into_owned(),
+        );
+        found.push(format!("the generated column `{table}.{column}`"));
+    }
+    Ok(found)
 }
 
 /// Runs `f` on a private copy of the database at `path` (and its WAL), opened `query_only` with
@@ -232,33 +459,37 @@ pub fn with_copy<T>(
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, ReadError>,
 ) -> Result<T, ReadError> {
     crate::util::atomic::ensure_private_dir(scratch)
-        .map_err(|e| ReadError::Bad(format!("{}: {e}", scratch.display())))?;
+        .map_err(|e| local(scratch, "making its private directory", &e))?;
     remove_stale(scratch);
     let dir = scratch.join(format!(
-        "almanac-sqlite-{}-{}",
+        "{COPY_DIR}{}-{}",
         std::process::id(),
         crate::util::ids::random_hex(6)
     ));
     crate::platform::create_private_dir(&dir)
-        .map_err(|e| ReadError::Bad(format!("{}: {e}", dir.display())))?;
-    let scratch = Scratch(dir);
-    let db = copy_store(path, &scratch.0)?;
+        .map_err(|e| local(scratch, "making a private directory", &e))?;
+    let mut scratch = Scratch { dir, lock: None };
+    let lock = crate::util::lock::FileLock::try_acquire(&scratch.dir.join(COPY_LOCK));
+    match lock {
+        Ok(Ok(l)) => scratch.lock = Some(l),
+        Ok(Err(_)) => {
+            return Err(ReadError::Busy(format!(
+                "{} is in use",
+                scratch.dir.display()
+            )))
+        }
+        Err(e) => return Err(local(&scratch.dir, "locking its copy", &e)),
+    }
+    let db = copy_store(path, &scratch.dir)?;
     let conn = rusqlite::Connection::open(&db).map_err(|e| sql_error(path, "open", e))?;
-    conn.pragma_update(None, "query_only", true)
-        .map_err(|e| sql_error(path, "open", e))?;
+    harden(&conn).map_err(|e| sql_error(path, "open", e))?;
     crate::rules::views::register_functions(&conn).map_err(|e| sql_error(path, "open", e))?;
-    // The app's own schema holds no views: a view is SQL the store would have almanac run.
-    let views: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'view'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(|e| sql_error(path, "open", e))?;
-    if views > 0 {
+    let found = schema_sql(&conn).map_err(|e| sql_error(path, "reading its schema", e))?;
+    if !found.is_empty() {
         return Err(ReadError::Bad(format!(
-            "{}: the database defines {views} view(s), SQL almanac would run on its say-so: not read",
-            path.display()
+            "{}: the database defines {}: SQL almanac would run on the store's say-so: not read",
+            path.display(),
+            found.join(", ")
         )));
     }
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
@@ -280,52 +511,135 @@ pub fn with_copy<T>(
 /// The first column of each row `sql` lists, as text (a `project` lookup's session ids).
 pub fn list_ids(scratch: &Path, path: &Path, sql: &str) -> Result<Vec<String>, ReadError> {
     with_copy(scratch, path, |conn| {
-        let rows = query(conn, sql, None, &[]).map_err(|e| sql_error(path, "the ids query", e))?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| match r.as_object()?.values().next()? {
-                Value::String(s) if !s.is_empty() => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            })
-            .collect())
+        let mut out = Vec::new();
+        each_row(conn, sql, None, &[], &mut |row, _| {
+            match row.as_object().and_then(|r| r.values().next()) {
+                Some(Value::String(s)) if !s.is_empty() => out.push(s.clone()),
+                Some(Value::Number(n)) => out.push(n.to_string()),
+                _ => {}
+            }
+            Ok(out.len() <= super::read::MAX_MESSAGES)
+        })
+        .map_err(|e| e.into_read(path, "the ids query"))?;
+        Ok(out)
     })
 }
 
-/// The sessions of a database: each listed row is a session; a session `unchanged` says the last read
-/// left as it is (same id and `updated`) is not queried for its messages. `rel`, the database's path
-/// under its root, is what `session.id_from_path` reads.
+/// One session's messages: all of them, or why the session is not read (a bound passed, a value too
+/// long for SQLite's limit). A busy store or a query past the deadline stops the whole read.
+fn messages_of(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    (sql, id, json_columns): (&str, &str, &[String]),
+) -> Result<Messages, ReadError> {
+    let mut list = Vec::new();
+    let mut bounds = Bounds::default();
+    let mut refused = None;
+    let read = each_row(conn, sql, Some(id), json_columns, &mut |row, bytes| {
+        if let Err(why) = bounds.add(bytes) {
+            refused = Some(why);
+            return Ok(false);
+        }
+        list.push(row);
+        Ok(true)
+    });
+    match read {
+        Ok(()) => Ok(match refused {
+            Some(why) => Messages::Refused(why),
+            None => Messages::Read(list),
+        }),
+        Err(QueryError::Sql(e)) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::TooBig) => {
+            Ok(Messages::Refused(format!(
+                "a value of the session is longer than {} (almanac's bound for one value): not read",
+                human_size(MAX_LENGTH as u64)
+            )))
+        }
+        Err(e) => Err(e.into_read(path, "the messages query")),
+    }
+}
+
+/// The sessions of a database, each handed to `sink` as it is read: each listed row is a session; a
+/// session `unchanged` says the last read left as it is (same id and `updated`) is not queried for its
+/// messages. `rel`, the database's path under its root, is what `session.id_from_path` reads.
 pub fn read(
     spec: &ViewSpec,
     scratch: &Path,
     (path, rel): (&Path, &str),
     (sessions_sql, messages_sql, json_columns): (&str, &str, &[String]),
     unchanged: &dyn Fn(&str, Option<&str>) -> bool,
-) -> Result<Vec<SessionRead>, ReadError> {
+    sink: &mut Sink,
+) -> Result<(), ReadError> {
     with_copy(scratch, path, |conn| {
-        let rows = query(conn, sessions_sql, None, json_columns)
-            .map_err(|e| sql_error(path, "the sessions query", e))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for session in rows {
+        each_row(conn, sessions_sql, None, json_columns, &mut |session, _| {
             let Some(id) = session_id(spec, &session, rel) else {
-                continue;
+                return Ok(true);
             };
             let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
             let messages = if unchanged(&id, updated.as_deref()) {
-                None
+                Messages::Unchanged
             } else {
-                Some(
-                    query(conn, messages_sql, Some(&id), json_columns)
-                        .map_err(|e| sql_error(path, "the messages query", e))?,
-                )
+                messages_of(conn, path, (messages_sql, &id, json_columns))?
             };
-            out.push(SessionRead {
+            sink(SessionRead {
                 id,
                 session,
                 messages,
                 updated,
             });
-        }
-        Ok(out)
+            Ok(true)
+        })
+        .map_err(|e| e.into_read(path, "the sessions query"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schemas_own_sql_is_found_and_what_sqlite_ships_is_not() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (a TEXT, b TEXT GENERATED ALWAYS AS (upper(a)) STORED,
+                             c TEXT GENERATED ALWAYS AS (lower(a)) VIRTUAL);
+             CREATE TABLE plain (x);
+             CREATE TRIGGER tr AFTER INSERT ON plain BEGIN DELETE FROM plain; END;
+             CREATE VIEW v AS SELECT 1;
+             CREATE VIRTUAL TABLE docs USING fts5(body);
+             PRAGMA writable_schema = ON;
+             INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql)
+               VALUES ('table', 'odd', 'odd', 0, 'create virtual table odd using \"Evil_Mod\"(x)');
+             PRAGMA writable_schema = OFF;",
+        )
+        .unwrap();
+        let mut found = schema_sql(&conn).unwrap();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "the generated column `t.b`",
+                "the generated column `t.c`",
+                "the view `v`",
+                "the virtual table `odd` of the module `evil_mod`",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_hardened_connection_reads_and_refuses_what_would_write_or_attach() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (zeroblob(1000));")
+            .unwrap();
+        harden(&conn).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT length(x) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1000);
+        assert!(conn.execute("INSERT INTO t VALUES (1)", []).is_err());
+        assert!(conn.execute_batch("ATTACH ':memory:' AS other").is_err());
+        let long = conn.query_row("SELECT zeroblob(?1)", [i64::from(MAX_LENGTH) + 1], |r| {
+            r.get::<_, Vec<u8>>(0)
+        });
+        assert!(long.is_err());
+    }
 }

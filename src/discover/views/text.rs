@@ -19,7 +19,9 @@ pub fn messages(block: &Regex, bytes: &[u8], max: usize) -> Result<Vec<Value>, S
         let line = raw.trim_end_matches(['\n', '\r']);
         if let Some(c) = block.captures(line) {
             if out.len() == max {
-                return Err(format!("holds more than {max} messages: not read"));
+                return Err(format!(
+                    "the session holds more than {max} messages, almanac's bound for one session: not read"
+                ));
             }
             let role = c.get(1).map_or("", |g| g.as_str()).to_string();
             out.push((at, Some(role), String::new()));

@@ -125,9 +125,14 @@ pub(super) enum CaptureCommand {
     },
     /// Forget a transcript's capture state: the next sweep starts it over (or, with --skip-existing,
     /// treats what it holds now as captured; with --retries, goes on from where capture stopped).
-    /// Clears prefix-mismatch and retry-budget-exhausted.
+    /// Clears prefix-mismatch and retry-budget-exhausted. With --store, forgets why a store could not
+    /// be read instead: the next sweep reads it again.
     Reset {
-        transcript: PathBuf,
+        #[arg(required_unless_present = "store")]
+        transcript: Option<PathBuf>,
+        /// A store file (a database, a JSON document, a log) whose remembered read failure to forget.
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["transcript", "repo", "skip_existing", "retries"])]
+        store: Option<PathBuf>,
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
         /// Mark the transcript's current complete lines as captured instead of starting over.

@@ -271,6 +271,37 @@ pub fn reset(
     Ok(EXIT_OK)
 }
 
+/// `capture reset --store PATH`: forgets why a store could not be read (a fault of the store that is
+/// remembered until it changes, or a session past a bound): the next sweep reads it again.
+pub fn reset_store(cx: &Context, store: &Path, out: &mut Out) -> Result<i32, Failure> {
+    let store = match store.is_absolute() {
+        true => crate::util::paths::normalize(store),
+        false => std::env::current_dir()
+            .map(|d| crate::util::paths::normalize(&d.join(store)))
+            .map_err(|e| Failure::Other(format!("cannot read the current directory: {e}")))?,
+    };
+    let forgot = crate::discover::views::forget(cx, &store).map_err(Failure::Other)?;
+    let path_text = store.display().to_string();
+    let action = match forgot.is_empty() {
+        true => "almanac remembers no read failure of it; the next sweep reads it as usual".to_string(),
+        false => format!(
+            "forgot why it could not be read ({}); the next sweep reads it again",
+            forgot.join("; ")
+        ),
+    };
+    out.emit(
+        || serde_json::json!({"ok": true, "store": path_text, "forgot": forgot, "action": action}),
+        |out| {
+            out.line(&format!(
+                "almanac: {}: {}",
+                crate::util::term::visible(&path_text),
+                crate::util::term::visible(&action)
+            ))
+        },
+    );
+    Ok(EXIT_OK)
+}
+
 pub fn prune(
     cx: &Context,
     catalog: &Catalog,

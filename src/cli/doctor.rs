@@ -369,6 +369,11 @@ fn attention_checks(summary: &Summary) -> Vec<Check> {
                 "almanac capture reset --skip-existing {} (or without --skip-existing to capture it from line 1)",
                 item.transcript_path
             )),
+            "read-failed" => Some(format!(
+                "mend the file (its permissions, or what the detail names); a store is read again \
+                 when it changes, or on the next sweep after: almanac capture reset --store {}",
+                item.transcript_path
+            )),
             "ledger-newer-version" => {
                 Some("upgrade almanac: a newer version wrote this repo's ledger".to_string())
             }

@@ -181,11 +181,16 @@ fn capture_command(
         CaptureCommand::TrustPrompt { repo, .. } => capture_cmds::trust_prompt(cx, repo, out),
         CaptureCommand::Reset {
             transcript,
+            store,
             repo,
             skip_existing,
             retries,
             ..
         } => {
+            let Some(transcript) = transcript else {
+                let store = store.unwrap_or_default();
+                return capture_cmds::reset_store(cx, &store, out);
+            };
             let catalog = load_catalog(cx, rules_dir)?;
             let how = match (skip_existing, retries) {
                 (true, _) => capture_cmds::ResetHow::SkipExisting,

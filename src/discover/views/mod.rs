@@ -492,6 +492,33 @@ impl Index {
     }
 }
 
+/// Forgets why `store` could not be read, for every app that read it: its remembered failure and the
+/// sessions it refused for a bound. What was forgotten, in words (empty when nothing was remembered).
+pub fn forget(cx: &Context, store: &Path) -> Result<Vec<String>, String> {
+    let mut forgot = Vec::new();
+    let Ok(apps) = std::fs::read_dir(views_root(cx)) else {
+        return Ok(forgot);
+    };
+    for app in apps.flatten() {
+        let app = app.file_name().to_string_lossy().into_owned();
+        let dir = store_dir(cx, &app, store);
+        let mut index = load_index(&dir);
+        if index.failed.is_none() && index.refused.is_empty() {
+            continue;
+        }
+        if let Some((_, why)) = index.failed.take() {
+            forgot.push(format!("{app}: {why}"));
+        }
+        for (id, why) in index.refused.drain(..) {
+            forgot.push(format!("{app}: session {id}: {why}"));
+        }
+        index.stamp.clear();
+        crate::util::atomic::write_json_atomic(&dir.join(INDEX), &index)
+            .map_err(|e| format!("{}: {e}", dir.join(INDEX).display()))?;
+    }
+    Ok(forgot)
+}
+
 /// A store that could not be read: `busy` when it is read again on the next sweep with nothing lost
 /// (it changed while copied, or SQLite found it locked or half-written).
 #[derive(Debug, Clone, PartialEq, Eq)]

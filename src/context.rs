@@ -12,6 +12,8 @@ pub struct Context {
     pub almanac_home: PathBuf,
     pub now: DateTime<Utc>,
     vars: HashMap<String, String>,
+    /// `[stores]` of `config.toml`, read when first needed (a walk of the stores asks).
+    stores: std::sync::OnceLock<crate::config::StoreSettings>,
 }
 
 impl Context {
@@ -37,6 +39,7 @@ impl Context {
             almanac_home,
             now: Utc::now(),
             vars,
+            stores: std::sync::OnceLock::new(),
         })
     }
 
@@ -46,5 +49,20 @@ impl Context {
 
     pub fn config_path(&self) -> PathBuf {
         self.almanac_home.join("config.toml")
+    }
+
+    /// `[stores]` of `config.toml`, read once; a config that does not read gives the defaults (the
+    /// commands that load the config report it).
+    pub fn store_settings(&self) -> &crate::config::StoreSettings {
+        self.stores.get_or_init(|| {
+            crate::config::load(&self.config_path())
+                .map(|c| c.stores)
+                .unwrap_or_default()
+        })
+    }
+
+    /// A path from the config, `~` expanded.
+    pub fn config_path_value(&self, text: &str) -> PathBuf {
+        crate::util::paths::normalize(&crate::util::paths::expand_home(text, &self.home))
     }
 }

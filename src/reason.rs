@@ -25,6 +25,11 @@ pub enum Reason {
     /// Another file in the same repo holds the same session; that one is captured.
     DuplicateSession,
     ReadFailed,
+    /// A store file inside a project that git tracks: someone's commit, not the user's own session.
+    StoreTrackedByGit,
+    /// A store inside a project reached through a symbolic link, or whose real path is not below the
+    /// repo: not followed.
+    StoreBehindLink,
     PrefixMismatch,
     /// The captured part was rewritten but still holds the last captured record: the capture resumed
     /// after it (reported, not a problem).
@@ -85,6 +90,8 @@ impl Reason {
             Reason::Subagent => "subagent",
             Reason::DuplicateSession => "duplicate-session",
             Reason::ReadFailed => "read-failed",
+            Reason::StoreTrackedByGit => "store-tracked-by-git",
+            Reason::StoreBehindLink => "store-behind-link",
             Reason::PrefixMismatch => "prefix-mismatch",
             Reason::RecoveredPrefix => "recovered-prefix",
             Reason::BudgetDeferred => "budget-deferred",
@@ -108,7 +115,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 35] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -123,6 +130,8 @@ impl Reason {
         Reason::Subagent,
         Reason::DuplicateSession,
         Reason::ReadFailed,
+        Reason::StoreTrackedByGit,
+        Reason::StoreBehindLink,
         Reason::PrefixMismatch,
         Reason::RecoveredPrefix,
         Reason::BudgetDeferred,

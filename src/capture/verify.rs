@@ -36,7 +36,8 @@
 mod git;
 
 use crate::ledger::record::RunRecord;
-pub use git::Git;
+use crate::util::git::split_z;
+pub use crate::util::git::Git;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,8 +51,6 @@ pub const MAX_WALK: Duration = Duration::from_secs(2);
 pub const HASH_FILE_MAX: u64 = 8 << 20;
 /// Content a snapshot hashes at most; past it, files are compared by size and times only.
 pub const HASH_BUDGET: u64 = 128 << 20;
-/// git gets this long per command.
-const GIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The tree object of an empty tree: what HEAD is compared against before the first commit.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
@@ -322,13 +321,6 @@ fn compare(
             out.push(path.clone());
         }
     }
-}
-
-fn split_z(out: &[u8]) -> Vec<String> {
-    out.split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect()
 }
 
 /// A path git printed (relative to the work tree's top) as relative to the repo, unless it is in the wiki.

@@ -283,7 +283,9 @@ pub fn reset_store(cx: &Context, store: &Path, out: &mut Out) -> Result<i32, Fai
     let forgot = crate::discover::views::forget(cx, &store).map_err(Failure::Other)?;
     let path_text = store.display().to_string();
     let action = match forgot.is_empty() {
-        true => "almanac remembers no read failure of it; the next sweep reads it as usual".to_string(),
+        true => {
+            "almanac remembers no read failure of it; the next sweep reads it as usual".to_string()
+        }
         false => format!(
             "forgot why it could not be read ({}); the next sweep reads it again",
             forgot.join("; ")

@@ -113,6 +113,7 @@ pub fn doctor(cx: &Context, rules_dir: Option<&Path>, out: &mut Out) -> Result<i
         checks.extend(failed_run_checks(&repos));
         checks.extend(foreign_run_checks(&repos));
         checks.extend(attention_checks(&summary));
+        checks.extend(unread_store_checks(&summary));
         checks.push(agent_check(config));
     }
     checks.extend(scheduler_checks()?);
@@ -391,6 +392,34 @@ fn attention_checks(summary: &Summary) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// Stores inside projects that are not read at all: committed to git, or reached through a link. A
+/// warning each: nothing is wrong with almanac, but the user may expect those sessions.
+fn unread_store_checks(summary: &Summary) -> Vec<Check> {
+    use crate::reason::Reason;
+    summary
+        .skipped
+        .iter()
+        .filter(|i| matches!(i.reason, Reason::StoreTrackedByGit | Reason::StoreBehindLink))
+        .map(|item| {
+            let fix = match item.reason {
+                Reason::StoreTrackedByGit => "if these sessions are yours (a repository only you \
+                    commit to), list the repo in [stores] read_tracked_in in config.toml",
+                _ => "nothing, unless the store is yours: then keep it in the repo itself, not behind a link",
+            };
+            check(
+                Status::Warn,
+                &format!("store not read: {}", item.reason),
+                format!(
+                    "{}: {}",
+                    item.transcript_path,
+                    item.detail.clone().unwrap_or_default()
+                ),
+                Some(fix.to_string()),
+            )
+        })
+        .collect()
 }
 
 /// The configured agent: defined, on PATH, and (for a built-in one) its version.

@@ -177,6 +177,7 @@ pub fn sessions(
         .map(|e| StoreErrorRow {
             app: e.app,
             store: e.store.display().to_string(),
+            reason: e.reason,
             read_again_next_sweep: e.busy,
             message: e.message,
         })
@@ -200,7 +201,12 @@ pub fn sessions(
         |out| {
             sessions_human(&rows, out);
             for e in &errors {
-                out.line(&format!("store not read ({}): {}", e.app, e.message));
+                out.line(&format!(
+                    "store not read ({}, {}): {}",
+                    e.app,
+                    e.reason,
+                    crate::util::term::visible(&e.message)
+                ));
             }
         },
     );
@@ -216,6 +222,7 @@ pub fn sessions(
 struct StoreErrorRow {
     app: String,
     store: String,
+    reason: crate::reason::Reason,
     /// Busy (being written): read again on the next sweep, nothing lost.
     read_again_next_sweep: bool,
     message: String,

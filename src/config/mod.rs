@@ -72,6 +72,20 @@ pub struct Config {
     /// `[automation.capture] program`: the almanac binary the scheduler runs, recorded at install.
     pub program: Option<String>,
     pub budget: Budget,
+    /// `[stores]`: how stores inside projects and lossy project names are trusted.
+    pub stores: StoreSettings,
+}
+
+/// `[stores]`: what the user vouches for about stores that a repository may hold or that name a project
+/// lossily. Paths as written (`~` expanded where they are used).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StoreSettings {
+    /// `read_tracked_in`: repos whose agent stores that git tracks are the user's own sessions (by
+    /// default a store file a repo commits is a stranger's and not read).
+    pub read_tracked_in: Vec<String>,
+    /// `[stores.slug_repos]`: a project slug (Cursor's `~/.cursor/projects/<slug>`) and the repo it
+    /// stands for, placing sessions whose own content does not confirm the repo.
+    pub slug_repos: Vec<(String, String)>,
 }
 
 /// What one sweep may spend (`[automation.capture]`; sweep flags override).

@@ -26,6 +26,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     if let Some(capture) = doc.get("capture") {
         parse_capture(capture, &mut cfg.capture, &bad)?;
     }
+    if let Some(stores) = doc.get("stores") {
+        parse_stores(stores, &mut cfg.stores, &bad)?;
+    }
     if cfg.capture.agent_def(&cfg.capture.agent).is_none() {
         let names: Vec<&str> = cfg.capture.agents.iter().map(|a| a.name.as_str()).collect();
         return Err(bad(
@@ -188,6 +191,42 @@ fn parse_apps(
         );
     }
     cfg.apps = Some(apps);
+    Ok(())
+}
+
+/// `[stores]`: `read_tracked_in` (a list of repo paths), `[stores.slug_repos]` (slug = repo path).
+fn parse_stores(
+    stores: &toml_edit::Item,
+    out: &mut super::StoreSettings,
+    bad: Bad<'_>,
+) -> Result<(), ConfigError> {
+    let absolute = |s: &str| s.starts_with('/') || s.starts_with('~') || Path::new(s).is_absolute();
+    if let Some(item) = stores.get("read_tracked_in") {
+        let what = "expected a list of absolute repo paths, e.g. [\"~/src/my-repo\"]";
+        let list = item
+            .as_array()
+            .ok_or_else(|| bad("stores.read_tracked_in", what.into()))?;
+        for v in list.iter() {
+            match v.as_str() {
+                Some(s) if absolute(s) => out.read_tracked_in.push(s.to_string()),
+                _ => return Err(bad("stores.read_tracked_in", what.into())),
+            }
+        }
+    }
+    if let Some(item) = stores.get("slug_repos") {
+        let what = "expected a table of slug = \"absolute repo path\", e.g. \"home-u-my-app\" = \"/home/u/my-app\"";
+        let table = item
+            .as_table_like()
+            .ok_or_else(|| bad("stores.slug_repos", what.into()))?;
+        for (slug, v) in table.iter() {
+            match v.as_str() {
+                Some(s) if absolute(s) && !slug.is_empty() => {
+                    out.slug_repos.push((slug.to_string(), s.to_string()))
+                }
+                _ => return Err(bad(&format!("stores.slug_repos.{slug}"), what.into())),
+            }
+        }
+    }
     Ok(())
 }
 

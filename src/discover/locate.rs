@@ -220,6 +220,13 @@ fn view_of_store<'a>(
         .and_then(|s| s.kind.view());
     let Some(spec) = spec else { return Ok(None) };
     let known = super::registry::known(cx);
+    // Inside a project, the same checks as a walk's: no link, not tracked by git.
+    if let Some(repo) = known.iter().find(|r| path.starts_with(r)) {
+        let mut inside = super::in_project::InProject::open(cx, repo, &m.root)?;
+        if let Some((_, why)) = inside.refuse(path, &m.rel) {
+            return Err(why);
+        }
+    }
     let made = super::views::views_of(cx, &m.rule.id, spec, path, &m.rel, &known);
     match (made.files.as_slice(), made.errors.into_iter().next()) {
         ([one], _) => {

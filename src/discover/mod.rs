@@ -4,6 +4,7 @@
 pub mod cache;
 mod examined;
 pub mod head;
+mod in_project;
 pub mod locate;
 pub mod registry;
 pub mod repo;
@@ -155,16 +156,49 @@ impl<T: WalkItem> Default for Walk<T> {
 }
 
 impl<T: WalkItem> Walk<T> {
-    /// Walks every store of `rule`.
+    /// Walks every store of `rule`. A root inside a repo is checked first (`in_project`): one reached
+    /// through a link is not walked, and its files git tracks are not read.
     pub fn rule_set(&mut self, rule: &RuleSet, cx: &Context, subagents: SubagentFiles) {
+        let known = registry::known(cx);
         for store in &rule.stores {
             for root in resolve_roots(store, cx) {
                 if !root.exists {
                     continue;
                 }
+                let mut inside = match in_project::repo_of(&root, &known) {
+                    None => None,
+                    Some(repo) => match in_project::InProject::open(cx, &repo, &root.path) {
+                        Ok(p) => Some(p),
+                        Err(why) => {
+                            let reason = crate::reason::Reason::StoreBehindLink;
+                            note_refused(rule, &root.path, (reason, why));
+                            continue;
+                        }
+                    },
+                };
+                let before = self.found.files.len();
                 match store.kind.view() {
                     None => self.root(rule, store, &root.path, subagents),
-                    Some(spec) => self.view_root(rule, store, spec, &root.path, cx),
+                    Some(spec) => {
+                        let at = StoreRoot {
+                            store,
+                            root: &root.path,
+                            app: std::sync::Arc::from(rule.id.as_str()),
+                            subagent_paths: None,
+                        };
+                        let mut stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
+                        if let Some(p) = inside.as_mut() {
+                            stores.files.retain(|f| p.keeps(rule, f));
+                        }
+                        self.views(rule, spec, &at.app, stores.files, cx, &known);
+                    }
+                }
+                if let (Some(p), None) = (inside.as_mut(), store.kind.view()) {
+                    let mut i = 0;
+                    self.found.files.retain(|f| {
+                        i += 1;
+                        i <= before || p.keeps(rule, f.file())
+                    });
                 }
             }
         }
@@ -192,35 +226,29 @@ impl<T: WalkItem> Walk<T> {
         }
     }
 
-    /// A store read into views: each store file the root holds gives the views of its sessions.
-    fn view_root(
+    /// A store read into views: each store file gives the views of its sessions.
+    fn views(
         &mut self,
         rule: &RuleSet,
-        store: &Store,
         spec: &crate::rules::views::ViewSpec,
-        root: &Path,
+        app: &std::sync::Arc<str>,
+        stores: Vec<FoundFile>,
         cx: &Context,
+        known: &[PathBuf],
     ) {
-        let at = StoreRoot {
-            store,
-            root,
-            app: std::sync::Arc::from(rule.id.as_str()),
-            subagent_paths: None,
-        };
-        let stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
-        let known = registry::known(cx);
-        for file in stores.files {
-            let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), &known);
+        for file in stores {
+            let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), known);
             for (busy, message) in made.errors {
                 views::note_error(views::StoreError {
                     app: rule.id.clone(),
                     store: file.path.clone(),
+                    reason: crate::reason::Reason::ReadFailed,
                     busy,
                     message,
                 });
             }
             for path in made.files {
-                if let Some(found) = views::found(&at.app, path) {
+                if let Some(found) = views::found(app, path) {
                     self.found.files.push(T::new(found));
                 }
             }
@@ -267,6 +295,31 @@ impl<T: WalkItem> Walk<T> {
     }
 }
 
+/// Notes a store file or root inside a project that is not read, and why (`capture sessions` and the
+/// sweep list it; `doctor` shows it).
+fn note_refused(rule: &RuleSet, path: &Path, (reason, message): (crate::reason::Reason, String)) {
+    views::note_error(views::StoreError {
+        app: rule.id.clone(),
+        store: path.to_path_buf(),
+        reason,
+        busy: false,
+        message,
+    });
+}
+
+impl in_project::InProject {
+    /// Whether a file found under the root is read; one that is not is noted with why.
+    fn keeps(&mut self, rule: &RuleSet, f: &FoundFile) -> bool {
+        match self.refuse(&f.path, &f.rel()) {
+            None => true,
+            Some(why) => {
+                note_refused(rule, &f.path, why);
+                false
+            }
+        }
+    }
+}
+
 /// One store root being walked: what every file found under it shares.
 struct StoreRoot<'a> {
     store: &'a Store,
@@ -278,9 +331,14 @@ struct StoreRoot<'a> {
 
 fn walker(store: &Store, dir: &Path) -> walkdir::WalkDir {
     // walkdir detects symlink loops when following links and reports them as errors, which we count.
-    walkdir::WalkDir::new(dir)
+    let w = walkdir::WalkDir::new(dir)
         .follow_links(store.follow_symlinks)
-        .sort_by_file_name()
+        .sort_by_file_name();
+    // Deeper files cannot match `include`: the walk's result is the same, without the rest of the tree.
+    match store.max_depth {
+        Some(d) => w.max_depth(d),
+        None => w,
+    }
 }
 
 /// The whole store root in one walk: the reference the parallel walk must equal. Matching files before

@@ -19,6 +19,9 @@ pub struct ResolvedRoot {
     /// `$VAR` when the directory came from an environment variable, else `default`.
     pub from: String,
     pub exists: bool,
+    /// The known repo the directory is in, for a root of stores inside projects.
+    #[serde(skip)]
+    pub repo: Option<PathBuf>,
 }
 
 /// Resolves a store's roots: a root with `env` uses the variable's directories (split on `split`) when it
@@ -35,7 +38,7 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
             for repo in registry::known(cx) {
                 let path = match &spec.join {
                     Some(j) => repo.join(j),
-                    None => repo,
+                    None => repo.clone(),
                 };
                 if !out.iter().any(|r| r.path == path) {
                     out.push(ResolvedRoot {
@@ -43,6 +46,7 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
                         exists: path.is_dir(),
                         path,
                         from: KNOWN_REPOS.into(),
+                        repo: Some(repo),
                     });
                 }
             }
@@ -79,6 +83,7 @@ pub fn resolve_roots(store: &Store, cx: &Context) -> Vec<ResolvedRoot> {
                 exists: path.is_dir(),
                 path,
                 from: from.clone(),
+                repo: None,
             });
         }
     }

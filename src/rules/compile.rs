@@ -217,10 +217,20 @@ fn stores(cx: &mut Ctx<'_>, raw: &[RawStore]) -> Vec<Store> {
                 exclude_patterns: s.exclude.clone(),
                 follow_symlinks: s.follow_symlinks.unwrap_or(true),
                 kind,
+                max_depth: include_depth(&s.include),
             });
         }
     }
     stores
+}
+
+/// The deepest a file the patterns select lies below its root (`*` never crosses a `/`); None when a
+/// pattern has `**`.
+fn include_depth(patterns: &[String]) -> Option<usize> {
+    patterns
+        .iter()
+        .map(|p| (!p.contains("**")).then(|| p.trim_matches('/').split('/').count()))
+        .try_fold(0, |deepest, d| d.map(|d| deepest.max(d)))
 }
 
 fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {
@@ -572,4 +582,17 @@ pub fn policy(raw: RawPolicy, origin: Origin, diags: &mut Vec<Diagnostic>) -> Op
         return None;
     }
     Some(Policy { origin, checks })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_walk_goes_as_deep_as_the_include_patterns_reach() {
+        let d =
+            |p: &[&str]| super::include_depth(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(d(&[".aider.chat.history.md"]), Some(1));
+        assert_eq!(d(&["*/agent-transcripts/*.txt", "*.json"]), Some(3));
+        assert_eq!(d(&["**/*.jsonl", "*.json"]), None);
+        assert_eq!(d(&[]), Some(0));
+    }
 }

@@ -274,6 +274,9 @@ pub struct Store {
     pub follow_symlinks: bool,
     /// How its files are read (`format`).
     pub kind: super::views::StoreKind,
+    /// How deep below a root a file `include` selects can be, when no pattern has `**`: a walk goes no
+    /// deeper (a root that is a whole repo, for Aider's log at its top, is not walked through).
+    pub max_depth: Option<usize>,
 }
 
 #[derive(Debug, Clone)]

@@ -57,19 +57,21 @@ pub fn gather(
     summary.stats.subagents += walk.subagents_by_path;
     summary.count_n(Reason::Subagent, walk.subagents_by_path);
     (summary.stats.stores_read, summary.stats.sessions_read) = discover::views::take_reads();
-    // Stores read into views that could not be read now: a busy one is read again next time.
+    // Stores read into views that could not be read now (a busy one is read again next time), and
+    // stores inside projects that are not read at all (tracked by git, behind a link).
     for e in discover::views::take_errors() {
+        let attention = e.reason == Reason::ReadFailed && !e.busy;
         let item = SkippedItem {
             app: e.app,
             session_id: None,
             transcript_path: e.store.display().to_string(),
             repo_root: None,
-            reason: Reason::ReadFailed,
+            reason: e.reason,
             detail: Some(e.message),
         };
-        match e.busy {
-            true => summary.skip(item),
-            false => summary.attention(item),
+        match attention {
+            true => summary.attention(item),
+            false => summary.skip(item),
         }
     }
 

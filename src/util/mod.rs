@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod duration;
 pub mod fault;
+pub mod git;
 pub mod ids;
 pub mod lines;
 pub mod lock;

@@ -43,6 +43,38 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The real agent transcripts, copied under `projects` with the directories their text names (the
+/// projects they ran in) made `repo`: a slug is placed only on a repo the session's own text confirms.
+fn copy_transcripts(projects: &Path, repo: &Path) {
+    let fixtures = Path::new(FIXTURES).join(AGENT).join("projects");
+    for (dir, ran_in) in [
+        (
+            "home-dev-Desktop-coding-Return-It",
+            "/home/dev/Desktop/coding/Return-It",
+        ),
+        (
+            "home-dev-work-react-native-test",
+            "/home/dev/work/react-native-test",
+        ),
+    ] {
+        for f in walkdir::WalkDir::new(fixtures.join(dir))
+            .into_iter()
+            .flatten()
+        {
+            if !f.file_type().is_file() {
+                continue;
+            }
+            let rel = f.path().strip_prefix(fixtures.join(dir)).unwrap();
+            let text = std::fs::read_to_string(f.path())
+                .unwrap()
+                .replace(ran_in, repo.to_str().unwrap());
+            let to = projects.join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, text).unwrap();
+        }
+    }
+}
+
 /// A live world whose Cursor user directory is one generation's fixture.
 fn ide_world(generation: &str) -> Live {
     let l = live_world(3);
@@ -461,14 +493,7 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
     let fixtures = Path::new(FIXTURES).join(AGENT);
     // The transcripts under this repo's slug, the CLI store under the md5 of its path.
     let projects = cursor.join("projects").join(slug(&l.repo));
-    copy_tree(
-        &fixtures.join("projects/home-dev-Desktop-coding-Return-It"),
-        &projects,
-    );
-    copy_tree(
-        &fixtures.join("projects/home-dev-work-react-native-test"),
-        &projects,
-    );
+    copy_transcripts(&projects, &l.repo);
     let md5 = {
         use md5::Digest;
         hex(&md5::Md5::digest(l.repo.to_string_lossy().as_bytes()))
@@ -477,10 +502,16 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
         &fixtures.join("chats/2b37db29235e4f3b3390565530c3f734"),
         &cursor.join("chats").join(&md5),
     );
-    // Known only by a slug and a hash: nothing is placed until the repo is known.
+    // A hash is placed only on a repo almanac knows; a slug's transcripts whose own text names the
+    // one directory that gives the slug ran there, known or not.
     let rows = sessions(&l, "cursor");
     assert_eq!(rows.len(), 4, "{rows:?}");
-    assert!(rows.iter().all(|r| r["projectDir"].is_null()), "{rows:?}");
+    for r in &rows {
+        match r["sessionId"] == CLI_AGENT {
+            true => assert!(r["projectDir"].is_null(), "{r}"),
+            false => assert_eq!(r["projectDir"], l.repo.to_str().unwrap(), "{r}"),
+        }
+    }
     let mut init = l.w.almanac();
     init.args(["init", l.repo.to_str().unwrap()]);
     stdout_ok(&mut init);
@@ -584,7 +615,8 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
         );
     }
 
-    // A second known repo with the same slug: the transcripts can no longer be placed, and say why.
+    // A second known repo with the same slug: a transcript whose text names paths in this repo is
+    // still this repo's; one that names none cannot be placed, and says why.
     let twin = l.repo.parent().unwrap().join(format!(
         "{}_",
         l.repo.file_name().unwrap().to_string_lossy()
@@ -593,8 +625,18 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
     let mut init = l.w.almanac();
     init.args(["init", twin.to_str().unwrap()]);
     stdout_ok(&mut init);
+    let bare = "0000bbbb-0000-4000-8000-000000000001";
+    std::fs::write(
+        projects.join(format!("agent-transcripts/{bare}.txt")),
+        "user:\n<user_query>\nwhat is a monad?\n</user_query>\n\nassistant:\nA monoid in the category of endofunctors.\n",
+    )
+    .unwrap();
     let rows = sessions(&l, "cursor");
-    assert_eq!(by_id(&rows, TEXT_TRANSCRIPT)["projectDir"], Value::Null);
+    assert_eq!(
+        by_id(&rows, TEXT_TRANSCRIPT)["projectDir"],
+        l.repo.to_str().unwrap()
+    );
+    assert_eq!(by_id(&rows, bare)["projectDir"], Value::Null);
     assert_eq!(
         by_id(&rows, CLI_AGENT)["projectDir"],
         l.repo.to_str().unwrap()
@@ -602,10 +644,14 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
     let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
     let why = items(&d, "skipped")
         .into_iter()
-        .find(|i| i["sessionId"] == TEXT_TRANSCRIPT)
+        .find(|i| i["sessionId"] == bare)
         .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(why["reason"], "no-cwd", "{why}");
+    let detail = text(&why["detail"]);
     assert!(
-        text(&why["detail"]).contains("a slug cannot tell them apart"),
+        detail.contains(l.repo.to_str().unwrap())
+            && detail.contains(twin.to_str().unwrap())
+            && detail.contains("[stores.slug_repos]"),
         "{why}"
     );
 }
@@ -728,4 +774,109 @@ fn a_cursor_query_past_the_deadline_is_stopped_and_the_store_needs_attention() {
     assert_eq!(why.len(), 1, "{s}");
     let detail = text(&why[0]["detail"]);
     assert!(detail.contains("took longer than"), "{detail}");
+}
+
+/// Cursor's agent-transcript directory is a lossy slug of the project path: `work/my-app` (a known repo)
+/// and `work/my_app` (a private project) give the same. A transcript is placed only where its own text
+/// confirms it (the real Return-It transcript, its paths made each directory in turn); one that names no
+/// path stays unplaced, says which repo it may be and how to confirm it, and is placed once the user
+/// vouches for the slug; the case-insensitive match needs the same proof.
+#[test]
+fn a_slug_is_placed_only_where_the_sessions_own_text_confirms_it() {
+    let l = live_world(3);
+    let known = l.w.repo("work/my-app");
+    let private = l.w.root().join("work/my_app");
+    std::fs::create_dir_all(&private).unwrap();
+    let mut init = l.w.almanac();
+    init.args(["init", known.to_str().unwrap()]);
+    stdout_ok(&mut init);
+    assert_eq!(slug(&known), slug(&private));
+    let dir =
+        l.w.home()
+            .join(".cursor/projects")
+            .join(slug(&known))
+            .join("agent-transcripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = std::fs::read_to_string(Path::new(FIXTURES).join(AGENT).join(format!(
+        "projects/home-dev-Desktop-coding-Return-It/agent-transcripts/{TEXT_TRANSCRIPT}.txt"
+    )))
+    .unwrap();
+    let ran_in = |d: &Path| real.replace("/home/dev/Desktop/coding/Return-It", d.to_str().unwrap());
+    let (in_private, in_known, bare) = (
+        "0000cccc-0000-4000-8000-000000000001",
+        "0000cccc-0000-4000-8000-000000000002",
+        "0000cccc-0000-4000-8000-000000000003",
+    );
+    std::fs::write(dir.join(format!("{in_private}.txt")), ran_in(&private)).unwrap();
+    std::fs::write(dir.join(format!("{in_known}.txt")), ran_in(&known)).unwrap();
+    std::fs::write(
+        dir.join(format!("{bare}.txt")),
+        "user:\n<user_query>\nwhat is a monad?\n</user_query>\n\nassistant:\nA burrito.\n",
+    )
+    .unwrap();
+    let rows = sessions(&l, "cursor");
+    assert_eq!(
+        by_id(&rows, in_private)["projectDir"],
+        private.to_str().unwrap()
+    );
+    assert_eq!(
+        by_id(&rows, in_known)["projectDir"],
+        known.to_str().unwrap()
+    );
+    assert_eq!(by_id(&rows, bare)["projectDir"], Value::Null);
+    let d = l.w.dry_run(&["--apps", "cursor", "--quiet", "0m"]);
+    let runs = started(&d);
+    assert_eq!(runs.len(), 1, "{d}");
+    assert_eq!(runs[0]["sessionId"], in_known, "{d}");
+    let why = items(&d, "skipped")
+        .into_iter()
+        .find(|i| i["sessionId"] == bare)
+        .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(why["reason"], "no-cwd");
+    let detail = text(&why["detail"]);
+    assert!(
+        detail.contains(known.to_str().unwrap())
+            && detail.contains("nothing in the session names a path there")
+            && detail.contains("[stores.slug_repos]"),
+        "{detail}"
+    );
+    // The user vouches for the slug: placed.
+    let config = l.w.almanac_home().join("config.toml");
+    let mut conf = std::fs::read_to_string(&config).unwrap();
+    conf.push_str(&format!(
+        "\n[stores.slug_repos]\n\"{}\" = \"{}\"\n",
+        slug(&known),
+        known.display()
+    ));
+    std::fs::write(&config, conf).unwrap();
+    let rows = sessions(&l, "cursor");
+    assert_eq!(by_id(&rows, bare)["projectDir"], known.to_str().unwrap());
+
+    // Regardless of case (a slug Cursor wrote lower-case), the same proof is asked for.
+    let upper = l.w.repo("work/CamelApp");
+    let mut init = l.w.almanac();
+    init.args(["init", upper.to_str().unwrap()]);
+    stdout_ok(&mut init);
+    let lower =
+        l.w.home()
+            .join(".cursor/projects")
+            .join(slug(&upper).to_lowercase())
+            .join("agent-transcripts");
+    std::fs::create_dir_all(&lower).unwrap();
+    let (ci_bare, ci_named) = (
+        "0000cccc-0000-4000-8000-000000000004",
+        "0000cccc-0000-4000-8000-000000000005",
+    );
+    std::fs::write(
+        lower.join(format!("{ci_bare}.txt")),
+        "user:\n<user_query>\nhello\n</user_query>\n",
+    )
+    .unwrap();
+    std::fs::write(lower.join(format!("{ci_named}.txt")), ran_in(&upper)).unwrap();
+    let rows = sessions(&l, "cursor");
+    assert_eq!(by_id(&rows, ci_bare)["projectDir"], Value::Null);
+    assert_eq!(
+        by_id(&rows, ci_named)["projectDir"],
+        upper.to_str().unwrap()
+    );
 }

@@ -24,6 +24,7 @@ mod forks;
 mod fuzz_regressions;
 mod hostile;
 mod hostile_repo;
+mod in_project;
 mod ledger_format;
 mod live;
 mod locks;

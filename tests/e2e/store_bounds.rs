@@ -139,7 +139,13 @@ fn a_virtual_table_of_an_unknown_module_is_refused_and_triggers_are_not() {
     assert_eq!(s["stats"]["storesRead"], 0, "{s}");
     // ...until the user says to forget it.
     let mut cmd = l.w.almanac();
-    cmd.args(["capture", "reset", "--json", "--store", db.to_str().unwrap()]);
+    cmd.args([
+        "capture",
+        "reset",
+        "--json",
+        "--store",
+        db.to_str().unwrap(),
+    ]);
     let v = json_ok(&mut cmd);
     crate::polish::validate("capture-reset.schema.json", &v);
     let forgot = v["forgot"].as_array().unwrap();
@@ -148,7 +154,12 @@ fn a_virtual_table_of_an_unknown_module_is_refused_and_triggers_are_not() {
     let s = l.w.dry_run(&["--apps", "crush", "--quiet", "0m"]);
     assert_eq!(s["stats"]["storesRead"], 1, "{s}");
     let mut cmd = l.w.almanac();
-    cmd.args(["capture", "reset", "--store", l.repo.join("nothing.db").to_str().unwrap()]);
+    cmd.args([
+        "capture",
+        "reset",
+        "--store",
+        l.repo.join("nothing.db").to_str().unwrap(),
+    ]);
     assert!(stdout_ok(&mut cmd).contains("remembers no read failure"));
 }
 

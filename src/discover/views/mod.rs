@@ -11,6 +11,7 @@
 mod markdown;
 mod project;
 pub mod read;
+mod slug;
 mod sqlite;
 mod text;
 
@@ -99,7 +100,12 @@ pub fn file_stamp(p: &Path) -> String {
 /// The stamp a store's views were made at: the file's and its WAL's size, mtime and identity, the rule
 /// (a changed query makes them again), the files the project is read from (sidecars, lookup stores and
 /// the files beside them) and, where a project is matched against them, the known repos.
-fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result<String> {
+fn stamp_of(
+    spec: &ViewSpec,
+    store: &Path,
+    known: &[PathBuf],
+    vouched: &[(String, PathBuf)],
+) -> std::io::Result<String> {
     use crate::rules::views::{Naming, ProjectSource, ValueFrom};
     if std::fs::symlink_metadata(store).is_err() {
         return Err(std::io::Error::other("gone"));
@@ -116,7 +122,8 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
         )
     });
     let known = if uses_known {
-        let text: Vec<String> = known.iter().map(|p| p.to_string_lossy().into()).collect();
+        let mut text: Vec<String> = known.iter().map(|p| p.to_string_lossy().into()).collect();
+        text.extend(vouched.iter().map(|(s, p)| format!("{s}={}", p.display())));
         crate::rules::views::HashAlgo::Sha256.hex(&text.join("\n"))[..16].to_string()
     } else {
         String::new()
@@ -159,6 +166,15 @@ fn stamp_of(spec: &ViewSpec, store: &Path, known: &[PathBuf]) -> std::io::Result
     ))
 }
 
+/// `[stores.slug_repos]`, each repo's path expanded.
+fn vouched_slugs(cx: &Context) -> Vec<(String, PathBuf)> {
+    cx.store_settings()
+        .slug_repos
+        .iter()
+        .map(|(slug, repo)| (slug.clone(), cx.config_path_value(repo)))
+        .collect()
+}
+
 /// A file name for a session id: the id itself when it is plain, else a hash of it.
 fn file_name(id: &str) -> String {
     let plain = !id.is_empty()
@@ -190,6 +206,7 @@ struct Made<'a> {
     store: &'a Path,
     rel: &'a str,
     known: &'a [PathBuf],
+    vouched: &'a [(String, PathBuf)],
     lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
 }
 
@@ -214,6 +231,7 @@ impl Made<'_> {
             session: &s.session,
             messages,
             known: self.known,
+            vouched: self.vouched,
             lookups: self.lookups,
         };
         let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
@@ -377,7 +395,7 @@ pub fn views_of(
 ) -> StoreViews {
     let dir = store_dir(cx, app, store);
     let index = load_index(&dir);
-    let stamp = match stamp_of(spec, store, known) {
+    let stamp = match stamp_of(spec, store, known, &vouched_slugs(cx)) {
         Ok(s) => s,
         Err(e) => {
             return StoreViews {
@@ -408,12 +426,14 @@ pub fn views_of(
         &index.lookups,
         &mut lookups_next,
     );
+    let vouched = vouched_slugs(cx);
     let made = Made {
         app,
         spec,
         store,
         rel,
         known,
+        vouched: &vouched,
         lookups: &lookups,
     };
     let mut written = Written {
@@ -519,12 +539,15 @@ pub fn forget(cx: &Context, store: &Path) -> Result<Vec<String>, String> {
     Ok(forgot)
 }
 
-/// A store that could not be read: `busy` when it is read again on the next sweep with nothing lost
-/// (it changed while copied, or SQLite found it locked or half-written).
+/// A store that could not be read, or was not: `reason` (`read-failed`, or a store inside a project
+/// that git tracks or that is reached through a link); `busy` when it is read again on the next sweep
+/// with nothing lost (it changed while copied, SQLite found it locked or half-written, almanac's own
+/// disk failed the copy).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError {
     pub app: String,
     pub store: PathBuf,
+    pub reason: crate::reason::Reason,
     pub busy: bool,
     pub message: String,
 }

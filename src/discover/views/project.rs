@@ -18,6 +18,8 @@ pub struct Input<'a> {
     pub session: &'a Value,
     pub messages: &'a [Value],
     pub known: &'a [PathBuf],
+    /// `[stores.slug_repos]`: slugs the user vouches for, each with its repo.
+    pub vouched: &'a [(String, PathBuf)],
     /// For each source (by index) that is a `lookup`: the session ids each lookup store lists.
     pub lookups: &'a [Option<HashMap<String, PathBuf>>],
 }
@@ -114,7 +116,19 @@ fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String>
                 Naming::Path { uri: false } => Ok(Some(value)),
                 Naming::Path { uri: true } => Ok(Some(from_uri(&value))),
                 Naming::Hash(algo) => match_hash(*algo, &value, i.known).map(Some),
-                Naming::Slug(chars) => match_slug(chars, &value, i.known).map(Some),
+                Naming::Slug(chars) => {
+                    let slug = super::slug::Slug {
+                        chars,
+                        slug: &value,
+                        known: i.known,
+                        vouched: i.vouched,
+                    };
+                    let texts = |f: &mut dyn FnMut(&str)| {
+                        each_string(i.session, f);
+                        i.messages.iter().for_each(|m| each_string(m, f));
+                    };
+                    slug.place(&texts).map(Some)
+                }
             }
         }
     }
@@ -302,45 +316,6 @@ fn match_hash(algo: HashAlgo, hash: &str, known: &[PathBuf]) -> Result<String, S
         })
 }
 
-/// The one known repo whose path, with every character `chars` matches made `-`, is `slug` (both
-/// compared without leading and trailing `-`): a slug is lossy, so two repos that give it place nothing.
-fn match_slug(chars: &str, slug: &str, known: &[PathBuf]) -> Result<String, String> {
-    let Ok(re) = regex::Regex::new(chars) else {
-        return Err(format!("the slug regex /{chars}/ does not compile"));
-    };
-    let want = slug.trim_matches('-');
-    let slugs: Vec<(String, String)> = known
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .map(|p| (re.replace_all(&p, "-").trim_matches('-').to_string(), p))
-        .collect();
-    // Exactly as written, else regardless of case (a Windows drive letter is slugged lower-case).
-    let mut hits: Vec<String> = slugs
-        .iter()
-        .filter(|(s, _)| s == want)
-        .map(|(_, p)| p.clone())
-        .collect();
-    if hits.is_empty() {
-        hits = slugs
-            .iter()
-            .filter(|(s, _)| s.eq_ignore_ascii_case(want))
-            .map(|(_, p)| p.clone())
-            .collect();
-    }
-    match hits.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(format!(
-            "the slug {want} matches none of the {} repos almanac knows (run `almanac init` in the project)",
-            known.len()
-        )),
-        many => Err(format!(
-            "the slug {want} matches {} repos almanac knows ({}): a slug cannot tell them apart",
-            many.len(),
-            many.join(", ")
-        )),
-    }
-}
-
 /// `file:///home/u/p` → `/home/u/p`; `file:///c%3A/Users/u` and `file:///C:/x` → `C:/x`. Anything else
 /// is kept as it is.
 pub fn from_uri(value: &str) -> String {
@@ -420,6 +395,7 @@ mod tests {
             session: &session,
             messages: &messages,
             known: &[],
+            vouched: &[],
             rel: "x.json",
             lookups: &[],
         };
@@ -437,29 +413,6 @@ mod tests {
         );
         let e = match_hash(HashAlgo::Md5, &h, &known).unwrap_err();
         assert!(e.contains("matches none of the 2 repos"), "{e}");
-    }
-
-    #[test]
-    fn a_slug_places_a_session_only_on_the_one_known_repo_that_gives_it() {
-        let known = vec![
-            PathBuf::from("/home/u/my_app"),
-            PathBuf::from("/home/u/my-app"),
-            PathBuf::from("/home/u/other"),
-        ];
-        let chars = "[^A-Za-z0-9]";
-        assert_eq!(
-            match_slug(chars, "home-u-other", &known).unwrap(),
-            "/home/u/other"
-        );
-        let e = match_slug(chars, "home-u-my-app", &known).unwrap_err();
-        assert!(e.contains("matches 2 repos"), "{e}");
-        let win = vec![PathBuf::from(r"D:\1spbfq\video_player_app")];
-        assert_eq!(
-            match_slug("[^A-Za-z0-9]+", "d-1spbfq-video-player-app", &win).unwrap(),
-            r"D:\1spbfq\video_player_app"
-        );
-        let e = match_slug(chars, "home-u-gone", &known).unwrap_err();
-        assert!(e.contains("matches none of the 3"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,107 @@
+//! Stores inside projects (a known repo's `.crush/crush.db`, Aider's log at its root): what a repository
+//! holds may be a stranger's commit as much as the user's work. So a store file there is read only when
+//! it is where it seems to be and is not committed:
+//! - a directory from the repo down to the store root that is a symbolic link (or a Windows reparse
+//!   point) is not followed, and a store file whose real path is not below the repo's is not read
+//!   (`store-behind-link`): a clone that commits `.crush -> ../private/.crush` gets nothing of another
+//!   project's;
+//! - a store file git tracks (asked with the hardened git the post-run check uses, never the repo's own
+//!   config) is someone's committed session, not the user's (`store-tracked-by-git`), unless the user
+//!   vouches for the repo in `[stores] read_tracked_in`. Untracked and ignored files are read; so is every
+//!   store when git cannot tell (no git, not a work tree).
+
+use super::ResolvedRoot;
+use crate::context::Context;
+use crate::reason::Reason;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A store root inside a repo, checked.
+pub struct InProject {
+    repo: PathBuf,
+    /// The repo's real path (links above it are the user's own).
+    real_repo: Option<PathBuf>,
+    /// What git tracks under the root, relative to it; None until asked, or when git could not tell.
+    tracked: Option<Option<BTreeSet<String>>>,
+    root: PathBuf,
+    read_tracked: bool,
+}
+
+/// The repo a store root lies in: the known repo it came from, or one it lies below.
+pub fn repo_of(root: &ResolvedRoot, known: &[PathBuf]) -> Option<PathBuf> {
+    root.repo
+        .clone()
+        .or_else(|| known.iter().find(|r| root.path.starts_with(r)).cloned())
+}
+
+impl InProject {
+    /// The root checked: Err with what to say when a directory from the repo down to it is a link.
+    pub fn open(cx: &Context, repo: &Path, root: &Path) -> Result<InProject, String> {
+        for dir in root
+            .ancestors()
+            .take_while(|a| *a != repo && a.starts_with(repo))
+        {
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                let to = std::fs::read_link(dir)
+                    .map(|t| format!(" (to {})", t.display()))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "{} is a symbolic link{to}: a store inside a project is read only where it is, \
+                     never through a link (one a repository commits may point at another project's)",
+                    dir.display()
+                ));
+            }
+        }
+        let settings = cx.store_settings();
+        let read_tracked = settings
+            .read_tracked_in
+            .iter()
+            .any(|p| cx.config_path_value(p) == crate::util::paths::normalize(repo));
+        Ok(InProject {
+            repo: repo.to_path_buf(),
+            real_repo: std::fs::canonicalize(repo).ok(),
+            tracked: None,
+            root: root.to_path_buf(),
+            read_tracked,
+        })
+    }
+
+    /// Why a store file found under the root (`rel`: its path relative to it) is not read, if it is not.
+    pub fn refuse(&mut self, file: &Path, rel: &str) -> Option<(Reason, String)> {
+        let below = file.strip_prefix(&self.repo).ok()?;
+        let real = std::fs::canonicalize(file).ok();
+        let expected = self.real_repo.as_ref().map(|r| r.join(below));
+        if real.is_none() || real != expected {
+            let at = real.map_or_else(|| "nowhere".to_string(), |r| r.display().to_string());
+            return Some((
+                Reason::StoreBehindLink,
+                format!(
+                    "{} is really {at}, not below {}: a store inside a project is read only where it is",
+                    file.display(),
+                    self.repo.display()
+                ),
+            ));
+        }
+        if self.read_tracked {
+            return None;
+        }
+        let root = &self.root;
+        let tracked = self
+            .tracked
+            .get_or_insert_with(|| crate::util::git::Git::plain(root).tracked());
+        if !tracked.as_ref().is_some_and(|t| t.contains(rel)) {
+            return None;
+        }
+        Some((
+            Reason::StoreTrackedByGit,
+            format!(
+                "{} is tracked by git in {}: a store file a repository commits is someone's \
+                 session, not yours, and is not read (if it is yours, add \"{}\" to [stores] \
+                 read_tracked_in in config.toml)",
+                file.display(),
+                self.repo.display(),
+                self.repo.display()
+            ),
+        ))
+    }
+}

@@ -21,7 +21,11 @@
 //! - the paths the index marks assume-unchanged or skip-worktree (`git ls-files -v`): a path newly
 //!   marked during the run had its changes hidden from `git status`, and is listed.
 //!
-//! Not covered: files git ignores (`.gitignore`, the user's global excludes); the work trees of
+//! - what git ignores (`ls-files --others --ignored`): when the run changed an ignore file (a
+//!   `.gitignore`, `info/exclude`, the config's `core.excludesFile`), every file ignored now that was not
+//!   before is listed too, so a file the agent adds and hides is seen.
+//!
+//! Not covered: files git ignored before the run (`.gitignore`, the user's global excludes); the work trees of
 //! submodules (their recorded commit is compared); refs, the reflog and objects (a commit is judged by
 //! HEAD); past `MAX_FILES` or `MAX_WALK`, files not walked (the record's log says so).
 //!
@@ -62,6 +66,9 @@ pub struct Stamp {
     ctime: i128,
     hash: Option<[u8; 32]>,
 }
+
+/// Each path's state, by path.
+type Stamps = BTreeMap<String, Option<Stamp>>;
 
 /// Whether two states of a path are the same: both absent, or equal in size and times and (when both
 /// were hashed) content.
@@ -131,6 +138,8 @@ pub enum Snapshot {
         control: BTreeMap<String, Option<Stamp>>,
         /// Paths the index marks assume-unchanged or skip-worktree.
         hidden: BTreeSet<String>,
+        /// What git ignores, a directory it ignores whole as one entry (`dir/`).
+        ignored: BTreeSet<String>,
         /// A walk hit its bound.
         partial: bool,
     },
@@ -163,6 +172,7 @@ impl Snapshot {
                 Snapshot::Git {
                     head: git.head(),
                     hidden: git.hidden(),
+                    ignored: git.ignored(),
                     prefix: layout.prefix,
                     dirty,
                     nested,
@@ -191,6 +201,7 @@ impl Snapshot {
                 nested,
                 control,
                 hidden,
+                ignored,
                 partial,
             } => {
                 let now = git.dirty(prefix, &mut st);
@@ -210,6 +221,7 @@ impl Snapshot {
                 for p in git.hidden().difference(hidden) {
                     c.wrote.push(p.clone());
                 }
+                newly_ignored(repo, git, ignored, (&control_now, control), &mut c, &mut st);
                 let after_head = git.head();
                 if after_head != *before_head {
                     let from = before_head.as_deref().unwrap_or(EMPTY_TREE);
@@ -294,6 +306,65 @@ impl Snapshot {
                 c.note.map(|n| format!("; {n}")).unwrap_or_default()
             );
         }
+    }
+}
+
+/// Files the run's changes hide from `git status` by ignoring them: when an ignore file changed (a
+/// `.gitignore` the agent wrote or edited, `.git/info/exclude`, `.git/config` where `core.excludesFile`
+/// lives), or a new ignored entry holds a `.gitignore` of its own (one that ignores itself), every path
+/// git ignores now that it did not before is listed, a directory by its files.
+fn newly_ignored(
+    repo: &Path,
+    git: &Git,
+    before: &BTreeSet<String>,
+    (control_now, control_before): (&Stamps, &Stamps),
+    c: &mut Changes,
+    st: &mut Stamper,
+) {
+    let now = git.ignored();
+    let new: Vec<&String> = now.difference(before).collect();
+    if new.is_empty() {
+        return;
+    }
+    let is_ignore_file = |p: &str| {
+        p == ".gitignore"
+            || p.ends_with("/.gitignore")
+            || p.ends_with("info/exclude")
+            || p == ".git/config"
+            || p.ends_with("/config") && p.contains(".git")
+    };
+    let control_changed = control_now
+        .keys()
+        .chain(control_before.keys())
+        .filter(|p| is_ignore_file(p))
+        .any(|p| {
+            !same(
+                &control_now.get(p).copied().flatten(),
+                &control_before.get(p).copied().flatten(),
+            )
+        });
+    let wrote_one = c
+        .wrote
+        .iter()
+        .chain(c.also.iter())
+        .any(|p| is_ignore_file(p));
+    let mut files: Vec<String> = Vec::new();
+    let mut holds_gitignore = false;
+    for entry in new {
+        match entry.strip_suffix('/') {
+            Some(dir) => {
+                let (found, _) = walk_under(repo, &repo.join(dir), |_| true, st);
+                holds_gitignore |= found.keys().any(|f| f.ends_with("/.gitignore"));
+                files.extend(found.into_keys());
+            }
+            None => {
+                holds_gitignore |= entry == ".gitignore" || entry.ends_with("/.gitignore");
+                files.push(entry.clone());
+            }
+        }
+    }
+    if control_changed || wrote_one || holds_gitignore {
+        c.wrote.extend(files);
     }
 }
 

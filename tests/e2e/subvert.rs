@@ -436,6 +436,7 @@ fn writes_into_git_and_edits_hidden_from_git_status_are_reported() {
         serde_json::json!([
             ".git/hooks/pre-commit",
             ".git/info/exclude",
+            "secret.txt",
             "src/main.rs",
             "vendor/lib/x.c"
         ]),
@@ -453,6 +454,47 @@ fn writes_into_git_and_edits_hidden_from_git_status_are_reported() {
             .as_str()
             .unwrap()
             .contains(".git/hooks/pre-commit"),
+        "{a:?}"
+    );
+}
+
+/// An agent that adds source files and hides them from `git status`: one through `.git/info/exclude`,
+/// a directory through a `.gitignore` inside it that ignores everything, itself included.
+const HIDING_AGENT: &str = r##"#!/bin/sh
+mkdir -p .almanac/pages && echo "# Notes" > .almanac/pages/x.md
+echo 'fn backdoor() {}' > src/backdoor.rs && echo 'src/backdoor.rs' >> .git/info/exclude
+mkdir -p tools && echo 'import os' > tools/run.py && echo '*' > tools/.gitignore
+"##;
+
+#[test]
+fn a_file_the_agent_adds_and_hides_through_an_ignore_file_is_reported() {
+    let l = crate::wiki_only::custom_agent_world(HIDING_AGENT);
+    let git = |args: &[&str]| crate::wiki_only::git(&l.repo, args);
+    git(&["init", "-q"]);
+    // The user's own ignored build output stays out of it.
+    std::fs::write(l.repo.join(".gitignore"), "target/\n").unwrap();
+    std::fs::create_dir_all(l.repo.join("target")).unwrap();
+    std::fs::write(l.repo.join("target/app"), "binary").unwrap();
+    git(&["add", "src", ".gitignore"]);
+    git(&["commit", "-qm", "init"]);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    let run = &l.runs()[0];
+    assert_eq!(
+        run["wroteOutsideWiki"],
+        serde_json::json!([
+            ".git/info/exclude",
+            "src/backdoor.rs",
+            "tools/.gitignore",
+            "tools/run.py"
+        ]),
+        "{run}"
+    );
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    let a = crate::wiki_only::attention(&s);
+    assert!(
+        a[0]["detail"].as_str().unwrap().contains("src/backdoor.rs"),
         "{a:?}"
     );
 }

@@ -83,4 +83,26 @@ impl Git {
             })
             .collect()
     }
+
+    /// What git ignores now (relative to the repo, outside the wiki), a directory it ignores whole as
+    /// one entry ending in `/`.
+    pub(super) fn ignored(&self) -> BTreeSet<String> {
+        let args = [
+            "ls-files",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+            "-z",
+            "--",
+            ".",
+        ];
+        let Some(out) = self.run(&args) else {
+            return BTreeSet::new();
+        };
+        split_z(&out)
+            .into_iter()
+            .filter_map(|p| outside_wiki(&p, ""))
+            .collect()
+    }
 }

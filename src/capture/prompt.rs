@@ -177,21 +177,49 @@ pub fn note_agent_start(almanac_home: &Path, repo: &Path, now: chrono::DateTime<
     }
 }
 
-/// `capture trust-prompt`: the override as it is now becomes the trusted one. Returns what was done.
-pub fn trust_current(
+/// What `capture trust-prompt` shows before it trusts anything: the override as it is now (None: there
+/// is none) with its full sha256, and the last trusted text to compare it with (None: nothing trusted
+/// yet; `Some(None)`: the absence of an override was).
+pub struct Proposal {
+    pub current: Option<String>,
+    pub sha256: Option<String>,
+    pub trusted: Option<Option<String>>,
+}
+
+/// The override as it is now and the last trusted copy.
+pub fn proposal(almanac_home: &Path, repo: &Path) -> Result<Proposal, String> {
+    let current = read_override(repo)?;
+    Ok(Proposal {
+        sha256: current.as_deref().map(sha256),
+        current,
+        trusted: load_trusted(almanac_home, repo).map(|(_, text)| text),
+    })
+}
+
+/// `capture trust-prompt`, once the user confirmed what they were shown: the override becomes the
+/// trusted one only if it is still exactly the text whose sha256 is `shown` (None: that there is none),
+/// read again now. Returns what was done.
+pub fn trust_exactly(
     almanac_home: &Path,
     repo: &Path,
+    shown: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<String, String> {
     let current = read_override(repo)?;
+    let now_sha = current.as_deref().map(sha256);
+    if now_sha.as_deref() != shown {
+        return Err(format!(
+            "{} is not the text that was shown (its sha256 is {}): nothing trusted; look at it again",
+            override_path(repo).display(),
+            now_sha.as_deref().unwrap_or("none: the file is gone")
+        ));
+    }
     store_trusted(almanac_home, repo, current.as_deref(), now)
         .map_err(|e| format!("cannot record the trusted prompt: {e}"))?;
-    Ok(match current {
-        Some(t) => format!(
-            "{} ({} bytes, sha256 {}) is now the trusted capture prompt for {}",
+    Ok(match now_sha {
+        Some(h) => format!(
+            "{} (sha256 {h}) is now the trusted capture prompt for {}",
             override_path(repo).display(),
-            t.len(),
-            &sha256(&t)[..12],
             repo.display()
         ),
         None => format!(

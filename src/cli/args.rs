@@ -114,12 +114,18 @@ pub(super) enum CaptureCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Use the repo's .almanac/prompts/capture.md as it is now: after almanac's capture agent first ran
-    /// in a repo, a changed prompt override is not used until it is confirmed with this command.
+    /// Show the repo's .almanac/prompts/capture.md (or what changed since it was last trusted) and use
+    /// it once confirmed: after almanac's capture agent first ran in a repo, a changed prompt override is
+    /// not used until it is confirmed here, on a terminal or with --sha256. Refused while a run is queued
+    /// or running in the repo.
     TrustPrompt {
         /// The repo (default: the nearest directory at or above the current one holding .almanac/).
         #[arg(long, value_name = "DIR")]
         repo: Option<PathBuf>,
+        /// Trust the text only if this is its full sha256 (as the command shows it): for scripts, and
+        /// wherever there is no terminal to confirm on.
+        #[arg(long, value_name = "HASH")]
+        sha256: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -47,16 +47,136 @@ pub fn status(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32,
     Ok(EXIT_OK)
 }
 
-/// `capture trust-prompt`: the repo's prompt override as it is now becomes the one captures use.
-pub fn trust_prompt(cx: &Context, repo: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
+/// `capture trust-prompt`: shows the repo's prompt override as it is now (the whole text, or what
+/// changed since the last trusted copy) and makes it the one captures use once the user confirms exactly
+/// that text: on a terminal by answering yes, elsewhere with `--sha256 <its hash>`. Refused while a run
+/// is queued or running in the repo, whose agent could be rewriting the file as it is read.
+pub fn trust_prompt(
+    cx: &Context,
+    repo: Option<PathBuf>,
+    sha256: Option<String>,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    use crate::capture::prompt;
     let repo = resolve_repo(cx, repo)?;
-    let done = crate::capture::prompt::trust_current(&cx.almanac_home, &repo, cx.now)
+    no_run_in_flight(cx, &repo)?;
+    let p = prompt::proposal(&cx.almanac_home, &repo).map_err(Failure::Other)?;
+    let path = prompt::override_path(&repo);
+    let diff = match (&p.trusted, &p.current) {
+        (Some(old), Some(new)) => Some(crate::util::diff::lines(old.as_deref().unwrap_or(""), new)),
+        _ => None,
+    };
+    let confirmed = match (&sha256, &p.sha256) {
+        (Some(given), Some(actual)) if given.trim().eq_ignore_ascii_case(actual) => true,
+        (Some(given), actual) => {
+            return Err(Failure::Other(format!(
+                "--sha256 {given}: {} is sha256 {} as it is now, not that: nothing trusted (look at it \
+                 again with `almanac capture trust-prompt --repo {}`)",
+                path.display(),
+                actual.as_deref().unwrap_or("none (there is no such file)"),
+                repo.display()
+            )))
+        }
+        // Trusting that there is no override hands the agent nothing of the repo's.
+        (None, None) => true,
+        (None, Some(_)) => {
+            show_proposal(&p, diff.as_deref(), &path, out);
+            !out.is_json() && ask_yes(&format!("Trust this text for captures in {}?", repo.display()))
+        }
+    };
+    if !confirmed {
+        let hash = p.sha256.clone().unwrap_or_default();
+        let how = format!(
+            "nothing trusted; to trust exactly this text: almanac capture trust-prompt --repo {} --sha256 {hash}",
+            repo.display()
+        );
+        out.emit(
+            || serde_json::json!({"ok": false, "trusted": false, "repoRoot": repo.display().to_string(),
+                "path": path.display().to_string(), "sha256": hash, "text": p.current, "diff": diff,
+                "action": how}),
+            |out| out.line(&format!("almanac: {how}")),
+        );
+        return Ok(super::EXIT_FAILURE);
+    }
+    no_run_in_flight(cx, &repo)?;
+    let done = prompt::trust_exactly(&cx.almanac_home, &repo, p.sha256.as_deref(), cx.now)
         .map_err(Failure::Other)?;
     out.emit(
-        || serde_json::json!({"ok": true, "repoRoot": repo.display().to_string(), "action": done}),
+        || {
+            serde_json::json!({"ok": true, "trusted": true, "repoRoot": repo.display().to_string(),
+            "path": path.display().to_string(), "sha256": p.sha256, "action": done})
+        },
         |out| out.line(&format!("almanac: {done}")),
     );
     Ok(EXIT_OK)
+}
+
+/// Refuses while a capture run is queued or running in the repo: its agent may be writing the very file
+/// the user is about to trust.
+fn no_run_in_flight(cx: &Context, repo: &Path) -> Result<(), Failure> {
+    let view = Overview::read(repo, cx.now).map_err(Failure::Other)?;
+    let busy: Vec<String> = view
+        .with_status(RunStatus::Queued)
+        .into_iter()
+        .chain(view.with_status(RunStatus::Running))
+        .map(|r| r.run_id.clone())
+        .collect();
+    if busy.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Other(format!(
+        "{}: capture run {} is queued or running, and its agent may be rewriting {} right now: wait \
+         until `almanac capture status` shows none, then run this again",
+        repo.display(),
+        busy.join(", "),
+        crate::capture::prompt::override_path(repo).display()
+    )))
+}
+
+/// The override as it is now (or what changed since the last trusted copy), for the user to read.
+fn show_proposal(
+    p: &crate::capture::prompt::Proposal,
+    diff: Option<&str>,
+    path: &Path,
+    out: &mut Out,
+) {
+    if out.is_json() {
+        return;
+    }
+    let hash = p.sha256.as_deref().unwrap_or("");
+    match (diff, &p.current) {
+        (Some(d), _) => {
+            out.line(&format!(
+                "almanac: {} changed since it was last trusted (- the trusted copy, + now; sha256 {hash}):",
+                path.display()
+            ));
+            out.line(d);
+        }
+        (None, Some(text)) => {
+            out.line(&format!(
+                "almanac: {} as it is now (sha256 {hash}):",
+                path.display()
+            ));
+            out.line(text.trim_end());
+        }
+        (None, None) => {}
+    }
+}
+
+/// Asks on the terminal; false (nothing asked) when stdin or stderr is not one.
+fn ask_yes(question: &str) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return false;
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{question} [y/N] ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// Who started the entry's latest run: `sweep`, or `manual` for `capture now` (None without a run).

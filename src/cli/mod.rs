@@ -178,7 +178,9 @@ fn capture_command(
         }
         CaptureCommand::Worker { repo } => Ok(crate::capture::worker::run_worker(cx, &repo)),
         CaptureCommand::Status { repo, .. } => capture_cmds::status(cx, repo, out),
-        CaptureCommand::TrustPrompt { repo, .. } => capture_cmds::trust_prompt(cx, repo, out),
+        CaptureCommand::TrustPrompt { repo, sha256, .. } => {
+            capture_cmds::trust_prompt(cx, repo, sha256, out)
+        }
         CaptureCommand::Reset {
             transcript,
             store,

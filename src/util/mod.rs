@@ -2,6 +2,7 @@
 //! helper, one lock type, one id generator. Look here before writing another.
 
 pub mod atomic;
+pub mod diff;
 pub mod duration;
 pub mod fault;
 pub mod git;

@@ -278,8 +278,11 @@ fn automation_command(
 }
 
 fn init_command(dir: Option<PathBuf>, out: &mut Out) -> Result<i32, Failure> {
+    // Absolute, so the repo is remembered (known repos are absolute paths) wherever it was named from.
     let start = match dir {
-        Some(d) => d,
+        Some(d) => std::path::absolute(&d)
+            .map(|p| crate::util::paths::normalize(&p))
+            .map_err(|e| Failure::Usage(format!("{}: {e}", d.display())))?,
         None => std::env::current_dir()
             .map_err(|e| Failure::Other(format!("cannot read the current directory: {e}")))?,
     };

@@ -30,9 +30,13 @@ fn git(repo: &Path, args: &[&str]) {
     );
 }
 
+/// `almanac init` named relative to the world's root, as a user in a terminal would.
 fn init(l: &Live, repo: &Path) {
     let mut cmd = l.w.almanac();
-    cmd.args(["init", repo.to_str().unwrap()]);
+    cmd.args([
+        "init",
+        repo.strip_prefix(l.w.root()).unwrap().to_str().unwrap(),
+    ]);
     stdout_ok(&mut cmd);
 }
 

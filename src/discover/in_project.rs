@@ -9,6 +9,10 @@
 //!   config) is someone's committed session, not the user's (`store-tracked-by-git`), unless the user
 //!   vouches for the repo in `[stores] read_tracked_in`. Untracked and ignored files are read; so is every
 //!   store when git cannot tell (no git, not a work tree).
+//!
+//! Links are checked for the roots of stores that live inside projects (`known_repos` roots). A root of
+//! another kind that happens to lie inside a known repo (a home directory made a repo, with the agents'
+//! stores in it) is the user's own configuration, links and all: only what git tracks there is refused.
 
 use super::ResolvedRoot;
 use crate::context::Context;
@@ -25,22 +29,34 @@ pub struct InProject {
     tracked: Option<Option<BTreeSet<String>>>,
     root: PathBuf,
     read_tracked: bool,
+    /// A root of stores that live inside projects: links from the repo are refused.
+    links_refused: bool,
 }
 
-/// The repo a store root lies in: the known repo it came from, or one it lies below.
-pub fn repo_of(root: &ResolvedRoot, known: &[PathBuf]) -> Option<PathBuf> {
-    root.repo
-        .clone()
-        .or_else(|| known.iter().find(|r| root.path.starts_with(r)).cloned())
+/// The repo a store root lies in: the known repo it came from (true: a root of stores that live inside
+/// projects), or one it lies below.
+pub fn repo_of(root: &ResolvedRoot, known: &[PathBuf]) -> Option<(PathBuf, bool)> {
+    match &root.repo {
+        Some(r) => Some((r.clone(), true)),
+        None => known
+            .iter()
+            .find(|r| root.path.starts_with(r))
+            .map(|r| (r.clone(), false)),
+    }
 }
 
 impl InProject {
-    /// The root checked: Err with what to say when a directory from the repo down to it is a link.
-    pub fn open(cx: &Context, repo: &Path, root: &Path) -> Result<InProject, String> {
-        for dir in root
+    /// The root checked: Err with what to say when a directory from the repo down to it is a link (for
+    /// a root of stores that live inside projects).
+    pub fn open(
+        cx: &Context,
+        (repo, links_refused): (&Path, bool),
+        root: &Path,
+    ) -> Result<InProject, String> {
+        let below = root
             .ancestors()
-            .take_while(|a| *a != repo && a.starts_with(repo))
-        {
+            .take_while(|a| *a != repo && a.starts_with(repo));
+        for dir in below.filter(|_| links_refused) {
             if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
                 let to = std::fs::read_link(dir)
                     .map(|t| format!(" (to {})", t.display()))
@@ -63,24 +79,26 @@ impl InProject {
             tracked: None,
             root: root.to_path_buf(),
             read_tracked,
+            links_refused,
         })
     }
 
     /// Why a store file found under the root (`rel`: its path relative to it) is not read, if it is not.
     pub fn refuse(&mut self, file: &Path, rel: &str) -> Option<(Reason, String)> {
         let below = file.strip_prefix(&self.repo).ok()?;
-        let real = std::fs::canonicalize(file).ok();
-        let expected = self.real_repo.as_ref().map(|r| r.join(below));
-        if real.is_none() || real != expected {
-            let at = real.map_or_else(|| "nowhere".to_string(), |r| r.display().to_string());
-            return Some((
-                Reason::StoreBehindLink,
-                format!(
-                    "{} is really {at}, not below {}: a store inside a project is read only where it is",
-                    file.display(),
-                    self.repo.display()
-                ),
-            ));
+        if self.links_refused {
+            let real = std::fs::canonicalize(file).ok();
+            if real.is_none() || real != self.real_repo.as_ref().map(|r| r.join(below)) {
+                let at = real.map_or_else(|| "nowhere".to_string(), |r| r.display().to_string());
+                return Some((
+                    Reason::StoreBehindLink,
+                    format!(
+                        "{} is really {at}, not below {}: a store inside a project is read only where it is",
+                        file.display(),
+                        self.repo.display()
+                    ),
+                ));
+            }
         }
         if self.read_tracked {
             return None;

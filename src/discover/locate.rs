@@ -222,7 +222,8 @@ fn view_of_store<'a>(
     let known = super::registry::known(cx);
     // Inside a project, the same checks as a walk's: no link, not tracked by git.
     if let Some(repo) = known.iter().find(|r| path.starts_with(r)) {
-        let mut inside = super::in_project::InProject::open(cx, repo, &m.root)?;
+        let from_repo = m.root_from == super::KNOWN_REPOS;
+        let mut inside = super::in_project::InProject::open(cx, (repo, from_repo), &m.root)?;
         if let Some((_, why)) = inside.refuse(path, &m.rel) {
             return Err(why);
         }

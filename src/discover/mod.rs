@@ -167,38 +167,30 @@ impl<T: WalkItem> Walk<T> {
                 }
                 let mut inside = match in_project::repo_of(&root, &known) {
                     None => None,
-                    Some(repo) => match in_project::InProject::open(cx, &repo, &root.path) {
-                        Ok(p) => Some(p),
-                        Err(why) => {
-                            let reason = crate::reason::Reason::StoreBehindLink;
-                            note_refused(rule, &root.path, (reason, why));
-                            continue;
+                    Some((repo, strict)) => {
+                        match in_project::InProject::open(cx, (&repo, strict), &root.path) {
+                            Ok(p) => Some(p),
+                            Err(why) => {
+                                let reason = crate::reason::Reason::StoreBehindLink;
+                                note_refused(rule, &root.path, (reason, why));
+                                continue;
+                            }
                         }
-                    },
-                };
-                let before = self.found.files.len();
-                match store.kind.view() {
-                    None => self.root(rule, store, &root.path, subagents),
-                    Some(spec) => {
-                        let at = StoreRoot {
-                            store,
-                            root: &root.path,
-                            app: std::sync::Arc::from(rule.id.as_str()),
-                            subagent_paths: None,
-                        };
-                        let mut stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
-                        if let Some(p) = inside.as_mut() {
-                            stores.files.retain(|f| p.keeps(rule, f));
-                        }
-                        self.views(rule, spec, &at.app, stores.files, cx, &known);
                     }
-                }
-                if let (Some(p), None) = (inside.as_mut(), store.kind.view()) {
-                    let mut i = 0;
-                    self.found.files.retain(|f| {
-                        i += 1;
-                        i <= before || p.keeps(rule, f.file())
-                    });
+                };
+                match (store.kind.view(), inside.as_mut()) {
+                    (None, None) => self.root(rule, store, &root.path, subagents),
+                    (None, Some(p)) => {
+                        let before = self.found.files.len();
+                        self.root(rule, store, &root.path, subagents);
+                        let mut walked = self.found.files.split_off(before);
+                        walked.retain(|f| p.keeps(rule, f.file()));
+                        self.found.files.append(&mut walked);
+                    }
+                    (Some(spec), p) => {
+                        let root = (store, root.path.as_path());
+                        self.view_root(rule, spec, root, p, (cx, &known));
+                    }
                 }
             }
         }
@@ -226,17 +218,27 @@ impl<T: WalkItem> Walk<T> {
         }
     }
 
-    /// A store read into views: each store file gives the views of its sessions.
-    fn views(
+    /// A store read into views: each store file the root holds (those a root inside a project keeps)
+    /// gives the views of its sessions.
+    fn view_root(
         &mut self,
         rule: &RuleSet,
         spec: &crate::rules::views::ViewSpec,
-        app: &std::sync::Arc<str>,
-        stores: Vec<FoundFile>,
-        cx: &Context,
-        known: &[PathBuf],
+        (store, root): (&Store, &Path),
+        inside: Option<&mut in_project::InProject>,
+        (cx, known): (&Context, &[PathBuf]),
     ) {
-        for file in stores {
+        let at = StoreRoot {
+            store,
+            root,
+            app: std::sync::Arc::from(rule.id.as_str()),
+            subagent_paths: None,
+        };
+        let mut stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
+        if let Some(p) = inside {
+            stores.files.retain(|f| p.keeps(rule, f));
+        }
+        for file in stores.files {
             let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), known);
             for (busy, message) in made.errors {
                 views::note_error(views::StoreError {
@@ -248,7 +250,7 @@ impl<T: WalkItem> Walk<T> {
                 });
             }
             for path in made.files {
-                if let Some(found) = views::found(app, path) {
+                if let Some(found) = views::found(&at.app, path) {
                     self.found.files.push(T::new(found));
                 }
             }

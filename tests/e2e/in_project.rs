@@ -228,3 +228,63 @@ fn a_store_behind_a_link_in_a_repo_is_not_followed() {
         "{s}"
     );
 }
+
+/// A home directory that is itself a known repo (dotfiles) with `~/.claude` a link elsewhere (as stow
+/// makes it): the user's own configuration. Its transcripts are read through the link as always; only one
+/// that git tracks there is refused.
+#[test]
+fn a_store_root_that_only_happens_to_lie_in_a_repo_keeps_its_links() {
+    let l = live_world(3);
+    let home = l.w.home();
+    std::fs::create_dir_all(home.join(".almanac/runs")).unwrap();
+    git(&home, &["init", "-q"]);
+    let real = l.w.root().join("dotfiles/claude");
+    std::fs::create_dir_all(real.join("projects/-home")).unwrap();
+    std::os::unix::fs::symlink(&real, home.join(".claude")).unwrap();
+    let sid = "5e551011-aaaa-4bbb-8ccc-0000000000d1";
+    let t = real.join(format!("projects/-home/{sid}.jsonl"));
+    write_aged(
+        &t,
+        crate::live::claude_line(sid, &home, "tidy my dotfiles").as_bytes(),
+        HOURS_2,
+    );
+    init(&l, &home);
+    let s = l.w.dry_run(&["--quiet", "0m"]);
+    let started = items(&s, "started");
+    assert_eq!(started.len(), 1, "{s}");
+    assert_eq!(started[0]["sessionId"], sid, "{s}");
+    // A transcript the home's repo tracks is someone's commit: refused; the linked store is still read.
+    let tracked_sid = "5e551011-aaaa-4bbb-8ccc-0000000000d2";
+    let inside = home.join(".claude-local/projects/-home");
+    std::fs::create_dir_all(&inside).unwrap();
+    let tracked = inside.join(format!("{tracked_sid}.jsonl"));
+    write_aged(
+        &tracked,
+        crate::live::claude_line(tracked_sid, &home, "a committed session").as_bytes(),
+        HOURS_2,
+    );
+    git(&home, &["add", "-f", tracked.to_str().unwrap()]);
+    let mut cmd = l.w.almanac();
+    cmd.env(
+        "CLAUDE_CONFIG_DIR",
+        format!(
+            "{},{}",
+            home.join(".claude").display(),
+            home.join(".claude-local").display()
+        ),
+    )
+    .args(["capture", "sweep", "--dry-run", "--json", "--quiet", "0m"]);
+    let s = json_ok(&mut cmd)["summary"].clone();
+    let refused = skipped_for(&s, "store-tracked-by-git");
+    assert_eq!(refused.len(), 1, "{s}");
+    assert_eq!(
+        refused[0]["transcriptPath"],
+        tracked.to_str().unwrap(),
+        "{s}"
+    );
+    let started: Vec<_> = items(&s, "started")
+        .iter()
+        .map(|i| i["sessionId"].clone())
+        .collect();
+    assert_eq!(started, [serde_json::json!(sid)], "{s}");
+}

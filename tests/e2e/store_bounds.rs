@@ -53,6 +53,22 @@ fn dry_run_watched(l: &Live, apps: &str, env: &[(&str, &str)]) -> (serde_json::V
     (v["summary"].clone(), peak.unwrap_or(0))
 }
 
+/// A dry run of `apps` with one test variable set.
+fn dry_run_env(l: &Live, apps: &str, (var, value): (&str, &str)) -> serde_json::Value {
+    let mut cmd = l.w.almanac();
+    cmd.env(var, value).args([
+        "capture",
+        "sweep",
+        "--dry-run",
+        "--json",
+        "--quiet",
+        "0m",
+        "--apps",
+        apps,
+    ]);
+    json_ok(&mut cmd)["summary"].clone()
+}
+
 fn details(s: &serde_json::Value, list: &str) -> Vec<String> {
     items(s, list)
         .iter()
@@ -198,18 +214,7 @@ fn a_sparse_wal_is_not_copied_and_leftover_copies_are_removed() {
 
     // Without the WAL, a budget smaller than the database refuses it before copying, naming both.
     std::fs::remove_file(&wal).unwrap();
-    let mut cmd = l.w.almanac();
-    cmd.env("ALMANAC_TEST_MAX_COPY_BYTES", "100000").args([
-        "capture",
-        "sweep",
-        "--dry-run",
-        "--json",
-        "--apps",
-        "crush",
-        "--quiet",
-        "0m",
-    ]);
-    let s = json_ok(&mut cmd)["summary"].clone();
+    let s = dry_run_env(&l, "crush", ("ALMANAC_TEST_MAX_COPY_BYTES", "100000"));
     assert!(
         details(&s, "needsAttention")
             .iter()
@@ -365,18 +370,7 @@ fn a_markdown_session_of_300000_blocks_is_refused_and_the_logs_other_sessions_ar
 #[test]
 fn a_database_session_past_the_byte_bound_is_refused_alone() {
     let (l, _db) = crush_world();
-    let mut cmd = l.w.almanac();
-    cmd.env("ALMANAC_TEST_MAX_SESSION_BYTES", "20000").args([
-        "capture",
-        "sweep",
-        "--dry-run",
-        "--json",
-        "--apps",
-        "crush",
-        "--quiet",
-        "0m",
-    ]);
-    let s = json_ok(&mut cmd)["summary"].clone();
+    let s = dry_run_env(&l, "crush", ("ALMANAC_TEST_MAX_SESSION_BYTES", "20000"));
     let why = details(&s, "needsAttention");
     assert!(!why.is_empty(), "{s}");
     assert!(

@@ -395,7 +395,8 @@ pub fn views_of(
 ) -> StoreViews {
     let dir = store_dir(cx, app, store);
     let index = load_index(&dir);
-    let stamp = match stamp_of(spec, store, known, &vouched_slugs(cx)) {
+    let vouched = vouched_slugs(cx);
+    let stamp = match stamp_of(spec, store, known, &vouched) {
         Ok(s) => s,
         Err(e) => {
             return StoreViews {
@@ -426,7 +427,6 @@ pub fn views_of(
         &index.lookups,
         &mut lookups_next,
     );
-    let vouched = vouched_slugs(cx);
     let made = Made {
         app,
         spec,

@@ -8,7 +8,8 @@
 //! - a store file git tracks (asked with the hardened git the post-run check uses, never the repo's own
 //!   config) is someone's committed session, not the user's (`store-tracked-by-git`), unless the user
 //!   vouches for the repo in `[stores] read_tracked_in`. Untracked and ignored files are read; so is every
-//!   store when git cannot tell (no git, not a work tree).
+//!   store outside a git work tree. Inside one, a store git cannot list (git missing, an index it cannot
+//!   read) is refused as a tracked one is.
 //!
 //! Links are checked for the roots of stores that live inside projects (`known_repos` roots). A root of
 //! another kind that happens to lie inside a known repo (a home directory made a repo, with the agents'
@@ -107,19 +108,35 @@ impl InProject {
         let tracked = self
             .tracked
             .get_or_insert_with(|| crate::util::git::Git::plain(root).tracked());
-        if !tracked.as_ref().is_some_and(|t| t.contains(rel)) {
-            return None;
-        }
-        Some((
-            Reason::StoreTrackedByGit,
-            format!(
+        let vouch = format!(
+            "if it is yours, add \"{}\" to [stores] read_tracked_in in config.toml",
+            self.repo.display()
+        );
+        let why = match tracked {
+            Some(t) if !t.contains(rel) => return None,
+            Some(_) => format!(
                 "{} is tracked by git in {}: a store file a repository commits is someone's \
-                 session, not yours, and is not read (if it is yours, add \"{}\" to [stores] \
-                 read_tracked_in in config.toml)",
+                 session, not yours, and is not read ({vouch})",
                 file.display(),
-                self.repo.display(),
                 self.repo.display()
             ),
-        ))
+            // No git work tree: nothing is tracked. One git could not list (git missing, an index
+            // it cannot read) may track the file: not read, as a tracked one is not.
+            None if !in_work_tree(root) => return None,
+            None => format!(
+                "{} is in a git work tree, {}, and git could not say whether it tracks it (is git \
+                 installed?): not read, as a store a repository commits is not yours ({vouch})",
+                file.display(),
+                self.repo.display()
+            ),
+        };
+        Some((Reason::StoreTrackedByGit, why))
     }
+}
+
+/// Whether git would find a work tree from `dir` (where it really is, as `git -C` goes there): a `.git`
+/// at or above it.
+fn in_work_tree(dir: &Path) -> bool {
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    real.ancestors().any(|a| a.join(".git").exists())
 }

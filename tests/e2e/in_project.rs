@@ -288,3 +288,29 @@ fn a_store_root_that_only_happens_to_lie_in_a_repo_keeps_its_links() {
         .collect();
     assert_eq!(started, [serde_json::json!(sid)], "{s}");
 }
+
+/// In a git work tree whose index git cannot read (an unpacked archive's `.git/` can hold anything), git
+/// cannot say whether it tracks a store: it is refused as a tracked one is, saying why.
+#[test]
+fn a_store_git_cannot_vouch_for_in_a_work_tree_is_not_read() {
+    let l = live_world(3);
+    let repo = l.w.repo("work/unpacked");
+    git(&repo, &["init", "-q"]);
+    let db = crush_db(&repo.join(".crush"));
+    git(&repo, &["add", ".crush/crush.db"]);
+    git(&repo, &["commit", "-qm", "sessions"]);
+    std::fs::write(repo.join(".git/index"), b"not an index").unwrap();
+    init(&l, &repo);
+    assert_eq!(in_repo(&sessions(&l, "crush"), &repo), 0);
+    let s = l.w.dry_run(&["--apps", "crush", "--quiet", "0m"]);
+    let refused = skipped_for(&s, "store-tracked-by-git");
+    assert_eq!(refused.len(), 1, "{s}");
+    assert_eq!(refused[0]["transcriptPath"], db.to_str().unwrap());
+    assert!(
+        refused[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("git could not say whether it tracks it"),
+        "{s}"
+    );
+}

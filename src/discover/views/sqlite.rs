@@ -25,8 +25,10 @@ const DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 /// many times its size.
 pub const MAX_VALUE: usize = 32 << 20;
 /// The longest string, blob or row SQLite makes or reads on almanac's connection (`SQLITE_LIMIT_LENGTH`,
-/// 1 GB by default): a longer value fails its session's query.
-const MAX_LENGTH: i32 = 64 << 20;
+/// 1 GB by default): a longer value fails its session's query (and a session row that long, the
+/// store's). Well above what one session may hold (`MAX_SESSION_BYTES`), so a real store's large value
+/// is left out of its message rather than failing the read.
+const MAX_LENGTH: i32 = 256 << 20;
 /// The most SQLite may allocate in this process: a query past it fails rather than the sweep.
 const HEAP_LIMIT: i64 = 1 << 30;
 /// The most a store's copy (database and WAL) may take; a test may set `ALMANAC_TEST_MAX_COPY_BYTES`.

@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Set in every capture agent's environment: what almanac must not do at an agent's request (trust a
+/// prompt) it refuses where this is set.
+pub const AGENT_MARKER: &str = "ALMANAC_CAPTURE_AGENT";
+
 pub struct Outcome {
     pub exit_code: Option<i32>,
     /// Why the run failed, in words, when it did.
@@ -443,6 +447,7 @@ fn spawn(
     let prompt_on_stdin = def.stdin == AgentStdin::Prompt;
     crate::platform::spawn_held(&program, &args, prompt_on_stdin, |cmd| {
         cmd.envs(def.env.iter().map(|(k, v)| (k, v)))
+            .env(AGENT_MARKER, "1")
             .current_dir(repo);
         match outputs {
             Some((w, w2)) => cmd.stdout(w).stderr(w2),

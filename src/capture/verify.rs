@@ -166,7 +166,7 @@ impl Snapshot {
         let git = Git::new(repo);
         match git.layout() {
             Some(layout) => {
-                let dirty = git.dirty(&layout.prefix, &mut st);
+                let dirty = git.dirty(&layout.prefix, &mut st).unwrap_or_default();
                 let (nested, n_partial) = walk_untracked_dirs(repo, &dirty, &mut st);
                 let (control, c_partial) = control_files(repo, &layout.git_dirs, &mut st);
                 Snapshot::Git {
@@ -204,7 +204,20 @@ impl Snapshot {
                 ignored,
                 partial,
             } => {
-                let now = git.dirty(prefix, &mut st);
+                let now = match git.dirty(prefix, &mut st) {
+                    Some(now) => now,
+                    None => {
+                        // git read the repo before the run and cannot now: the agent broke what
+                        // git reads (the index, the config), and what it changed cannot be listed.
+                        c.wrote.push(".git".into());
+                        c.note = Some(
+                            "git could not read the repository after the run, though it could before: \
+                             the check is incomplete"
+                                .into(),
+                        );
+                        BTreeMap::new()
+                    }
+                };
                 for path in dirty.keys().chain(now.keys()).collect::<BTreeSet<_>>() {
                     match (dirty.get(path), now.get(path)) {
                         (Some(b), Some(a)) if b.0 == a.0 && same(&b.1, &a.1) => {}
@@ -309,10 +322,13 @@ impl Snapshot {
     }
 }
 
-/// Files the run's changes hide from `git status` by ignoring them: when an ignore file changed (a
-/// `.gitignore` the agent wrote or edited, `.git/info/exclude`, `.git/config` where `core.excludesFile`
-/// lives), or a new ignored entry holds a `.gitignore` of its own (one that ignores itself), every path
-/// git ignores now that it did not before is listed, a directory by its files.
+/// Files the run's changes hide from `git status` by ignoring them. Of what git ignores after the run
+/// and did not before, each path is asked which ignore file makes it so (`git check-ignore -v`); it is
+/// listed when that file changed during the run (a `.gitignore` the agent wrote or edited,
+/// `.git/info/exclude`), lies inside what is newly ignored (a `.gitignore` that ignores itself), or is
+/// outside the repo while `.git/config` (where `core.excludesFile` is set) changed. A directory is listed
+/// by its files, and whole when it has more than a walk takes. Ignored output of the user's own tools
+/// (a build during the run) is not: its ignore file did not change.
 fn newly_ignored(
     repo: &Path,
     git: &Git,
@@ -326,45 +342,46 @@ fn newly_ignored(
     if new.is_empty() {
         return;
     }
-    let is_ignore_file = |p: &str| {
-        p == ".gitignore"
-            || p.ends_with("/.gitignore")
-            || p.ends_with("info/exclude")
-            || p == ".git/config"
-            || p.ends_with("/config") && p.contains(".git")
+    let changed_control = |p: &str| {
+        !same(
+            &control_now.get(p).copied().flatten(),
+            &control_before.get(p).copied().flatten(),
+        )
     };
-    let control_changed = control_now
+    let config_changed = control_now
         .keys()
         .chain(control_before.keys())
-        .filter(|p| is_ignore_file(p))
-        .any(|p| {
-            !same(
-                &control_now.get(p).copied().flatten(),
-                &control_before.get(p).copied().flatten(),
-            )
-        });
-    let wrote_one = c
-        .wrote
-        .iter()
-        .chain(c.also.iter())
-        .any(|p| is_ignore_file(p));
-    let mut files: Vec<String> = Vec::new();
-    let mut holds_gitignore = false;
-    for entry in new {
+        .any(|p| p.ends_with("config") && changed_control(p));
+    let written: BTreeSet<String> = c.wrote.iter().chain(c.also.iter()).cloned().collect();
+    let sources = git.ignore_sources(&new);
+    let hides = |entry: &str| -> bool {
+        let Some(sources) = &sources else {
+            return true; // git could not say why: every new one is listed
+        };
+        let Some(source) = sources.get(entry) else {
+            return false;
+        };
+        let inside_new = new
+            .iter()
+            .any(|n| n.ends_with('/') && source.starts_with(n.as_str()));
+        let outside = Path::new(source).is_absolute();
+        written.contains(source)
+            || changed_control(source)
+            || inside_new
+            || (outside && config_changed)
+    };
+    let hidden: Vec<&&String> = new.iter().filter(|e| hides(e)).collect();
+    for entry in hidden {
         match entry.strip_suffix('/') {
             Some(dir) => {
-                let (found, _) = walk_under(repo, &repo.join(dir), |_| true, st);
-                holds_gitignore |= found.keys().any(|f| f.ends_with("/.gitignore"));
-                files.extend(found.into_keys());
+                let (found, complete) = walk_under(repo, &repo.join(dir), |_| true, st);
+                c.wrote.extend(found.into_keys());
+                if !complete {
+                    c.wrote.push(entry.to_string());
+                }
             }
-            None => {
-                holds_gitignore |= entry == ".gitignore" || entry.ends_with("/.gitignore");
-                files.push(entry.clone());
-            }
+            None => c.wrote.push(entry.to_string()),
         }
-    }
-    if control_changed || wrote_one || holds_gitignore {
-        c.wrote.extend(files);
     }
 }
 

@@ -111,9 +111,17 @@ pub fn trust_prompt(
     Ok(EXIT_OK)
 }
 
-/// Refuses while a capture run is queued or running in the repo: its agent may be writing the very file
-/// the user is about to trust.
+/// Refuses while a capture run is queued or running in the repo, or its worker is alive (its lock is
+/// under `$ALMANAC_HOME`, out of the agent's reach, while run records are not): its agent may be writing
+/// the very file the user is about to trust. A worker whose last run just ended is given a moment to
+/// leave. Refused outright inside a capture agent's own environment.
 fn no_run_in_flight(cx: &Context, repo: &Path) -> Result<(), Failure> {
+    if cx.var(crate::capture::agent::AGENT_MARKER).is_some() {
+        return Err(Failure::Other(
+            "a capture agent may not trust a prompt: run `almanac capture trust-prompt` yourself"
+                .into(),
+        ));
+    }
     let view = Overview::read(repo, cx.now).map_err(Failure::Other)?;
     let busy: Vec<String> = view
         .with_status(RunStatus::Queued)
@@ -122,6 +130,18 @@ fn no_run_in_flight(cx: &Context, repo: &Path) -> Result<(), Failure> {
         .map(|r| r.run_id.clone())
         .collect();
     if busy.is_empty() {
+        let start = std::time::Instant::now();
+        while crate::ledger::worker_alive(repo) {
+            if start.elapsed() > std::time::Duration::from_secs(5) {
+                return Err(Failure::Other(format!(
+                    "{}: its capture worker is running, and an agent of it may be rewriting {}: wait \
+                     until `almanac capture status` shows no worker, then run this again",
+                    repo.display(),
+                    crate::capture::prompt::override_path(repo).display()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         return Ok(());
     }
     Err(Failure::Other(format!(
@@ -166,7 +186,15 @@ fn show_proposal(
 /// Asks on the terminal; false (nothing asked) when stdin or stderr is not one.
 fn ask_yes(question: &str) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+    // The text was shown on stdout: only a person who saw it is asked.
+    if ![
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+        std::io::stderr().is_terminal(),
+    ]
+    .iter()
+    .all(|t| *t)
+    {
         return false;
     }
     let mut err = std::io::stderr();

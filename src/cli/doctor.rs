@@ -404,8 +404,9 @@ fn unread_store_checks(summary: &Summary) -> Vec<Check> {
         .filter(|i| matches!(i.reason, Reason::StoreTrackedByGit | Reason::StoreBehindLink))
         .map(|item| {
             let fix = match item.reason {
-                Reason::StoreTrackedByGit => "if these sessions are yours (a repository only you \
-                    commit to), list the repo in [stores] read_tracked_in in config.toml",
+                Reason::StoreTrackedByGit => "if git could not tell (the detail says so), install git or \
+                    mend the repository; if these sessions are yours (a repository only you commit to), \
+                    list the repo in [stores] read_tracked_in in config.toml",
                 _ => "nothing, unless the store is yours: then keep it in the repo itself, not behind a link",
             };
             check(

@@ -18,7 +18,6 @@
 use super::ResolvedRoot;
 use crate::context::Context;
 use crate::reason::Reason;
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// A store root inside a repo, checked.
@@ -26,8 +25,6 @@ pub struct InProject {
     repo: PathBuf,
     /// The repo's real path (links above it are the user's own).
     real_repo: Option<PathBuf>,
-    /// What git tracks under the root, relative to it; None until asked, or when git could not tell.
-    tracked: Option<Option<BTreeSet<String>>>,
     root: PathBuf,
     read_tracked: bool,
     /// A root of stores that live inside projects: links from the repo are refused.
@@ -77,26 +74,38 @@ impl InProject {
         Ok(InProject {
             repo: repo.to_path_buf(),
             real_repo: std::fs::canonicalize(repo).ok(),
-            tracked: None,
             root: root.to_path_buf(),
             read_tracked,
             links_refused,
         })
     }
 
-    /// Why a store file found under the root (`rel`: its path relative to it) is not read, if it is not.
-    pub fn refuse(&mut self, file: &Path, rel: &str) -> Option<(Reason, String)> {
-        let below = file.strip_prefix(&self.repo).ok()?;
-        if self.links_refused {
-            let real = std::fs::canonicalize(file).ok();
+    /// Why a store file found under the root is not read, if it is not: it, or a file read with it
+    /// (`companions`: a database's WAL, a log's input history; those that are there), reached through
+    /// a link or tracked by git. git is asked about exactly these files, once.
+    pub fn refuse(&self, file: &Path, companions: &[PathBuf]) -> Option<(Reason, String)> {
+        let all: Vec<&Path> = std::iter::once(file)
+            .chain(companions.iter().map(PathBuf::as_path))
+            .collect();
+        let beside = |f: &Path| match f == file {
+            true => String::new(),
+            false => format!(" (read with the store {})", file.display()),
+        };
+        for f in all.iter().filter(|_| self.links_refused) {
+            let Ok(below) = f.strip_prefix(&self.repo) else {
+                continue;
+            };
+            let real = std::fs::canonicalize(f).ok();
             if real.is_none() || real != self.real_repo.as_ref().map(|r| r.join(below)) {
                 let at = real.map_or_else(|| "nowhere".to_string(), |r| r.display().to_string());
                 return Some((
                     Reason::StoreBehindLink,
                     format!(
-                        "{} is really {at}, not below {}: a store inside a project is read only where it is",
-                        file.display(),
-                        self.repo.display()
+                        "{} is really {at}, not below {}{}: a store inside a project is read only \
+                         where it is",
+                        f.display(),
+                        self.repo.display(),
+                        beside(f)
                     ),
                 ));
             }
@@ -104,25 +113,29 @@ impl InProject {
         if self.read_tracked {
             return None;
         }
-        let root = &self.root;
-        let tracked = self
-            .tracked
-            .get_or_insert_with(|| crate::util::git::Git::plain(root).tracked());
+        let rels: Vec<String> = all
+            .iter()
+            .filter_map(|f| f.strip_prefix(&self.root).ok())
+            .map(|r| r.to_string_lossy().replace('\\', "/"))
+            .collect();
         let vouch = format!(
             "if it is yours, add \"{}\" to [stores] read_tracked_in in config.toml",
             self.repo.display()
         );
-        let why = match tracked {
-            Some(t) if !t.contains(rel) => return None,
-            Some(_) => format!(
-                "{} is tracked by git in {}: a store file a repository commits is someone's \
-                 session, not yours, and is not read ({vouch})",
-                file.display(),
-                self.repo.display()
-            ),
+        let why = match crate::util::git::Git::plain(&self.root).tracked(&rels) {
+            Some(t) => {
+                let (f, _) = all.iter().zip(&rels).find(|(_, r)| t.contains(*r))?;
+                format!(
+                    "{} is tracked by git in {}{}: a store file a repository commits is someone's \
+                     session, not yours, and is not read ({vouch})",
+                    f.display(),
+                    self.repo.display(),
+                    beside(f)
+                )
+            }
             // No git work tree: nothing is tracked. One git could not list (git missing, an index
             // it cannot read) may track the file: not read, as a tracked one is not.
-            None if !in_work_tree(root) => return None,
+            None if !in_work_tree(&self.root) => return None,
             None => format!(
                 "{} is in a git work tree, {}, and git could not say whether it tracks it (is git \
                  installed?): not read, as a store a repository commits is not yours ({vouch})",

@@ -221,10 +221,12 @@ fn view_of_store<'a>(
     let Some(spec) = spec else { return Ok(None) };
     let known = super::registry::known(cx);
     // Inside a project, the same checks as a walk's: no link, not tracked by git.
-    if let Some(repo) = known.iter().find(|r| path.starts_with(r)) {
+    // (By the root it was found under: the path typed may reach the file another way.)
+    if let Some(repo) = known.iter().find(|r| m.root.starts_with(r)) {
         let from_repo = m.root_from == super::KNOWN_REPOS;
-        let mut inside = super::in_project::InProject::open(cx, (repo, from_repo), &m.root)?;
-        if let Some((_, why)) = inside.refuse(path, &m.rel) {
+        let inside = super::in_project::InProject::open(cx, (repo, from_repo), &m.root)?;
+        let file = m.root.join(&m.rel);
+        if let Some((_, why)) = inside.refuse(&file, &super::views::companions(spec, &file)) {
             return Err(why);
         }
     }

@@ -165,7 +165,7 @@ impl<T: WalkItem> Walk<T> {
                 if !root.exists {
                     continue;
                 }
-                let mut inside = match in_project::repo_of(&root, &known) {
+                let inside = match in_project::repo_of(&root, &known) {
                     None => None,
                     Some((repo, strict)) => {
                         match in_project::InProject::open(cx, (&repo, strict), &root.path) {
@@ -178,13 +178,13 @@ impl<T: WalkItem> Walk<T> {
                         }
                     }
                 };
-                match (store.kind.view(), inside.as_mut()) {
+                match (store.kind.view(), inside.as_ref()) {
                     (None, None) => self.root(rule, store, &root.path, subagents),
                     (None, Some(p)) => {
                         let before = self.found.files.len();
                         self.root(rule, store, &root.path, subagents);
                         let mut walked = self.found.files.split_off(before);
-                        walked.retain(|f| p.keeps(rule, f.file()));
+                        walked.retain(|f| p.keeps(rule, f.file(), &[]));
                         self.found.files.append(&mut walked);
                     }
                     (Some(spec), p) => {
@@ -225,7 +225,7 @@ impl<T: WalkItem> Walk<T> {
         rule: &RuleSet,
         spec: &crate::rules::views::ViewSpec,
         (store, root): (&Store, &Path),
-        inside: Option<&mut in_project::InProject>,
+        inside: Option<&in_project::InProject>,
         (cx, known): (&Context, &[PathBuf]),
     ) {
         let at = StoreRoot {
@@ -236,7 +236,9 @@ impl<T: WalkItem> Walk<T> {
         };
         let mut stores: Found<FoundFile> = walk_sequential(&at, &mut self.stats);
         if let Some(p) = inside {
-            stores.files.retain(|f| p.keeps(rule, f));
+            stores
+                .files
+                .retain(|f| p.keeps(rule, f, &views::companions(spec, &f.path)));
         }
         for file in stores.files {
             let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), known);
@@ -310,9 +312,10 @@ fn note_refused(rule: &RuleSet, path: &Path, (reason, message): (crate::reason::
 }
 
 impl in_project::InProject {
-    /// Whether a file found under the root is read; one that is not is noted with why.
-    fn keeps(&mut self, rule: &RuleSet, f: &FoundFile) -> bool {
-        match self.refuse(&f.path, &f.rel()) {
+    /// Whether a file found under the root (with the files read with it) is read; one that is not is
+    /// noted with why.
+    fn keeps(&self, rule: &RuleSet, f: &FoundFile, companions: &[PathBuf]) -> bool {
+        match self.refuse(&f.path, companions) {
             None => true,
             Some(why) => {
                 note_refused(rule, &f.path, why);

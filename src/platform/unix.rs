@@ -396,7 +396,6 @@ pub fn on_interrupt(f: fn()) {
     }
 }
 
-/// Sets glibc's mmap threshold (see `main`); other C libraries are left alone.
 /// Free bytes for an unprivileged writer on the file system holding `path`.
 #[allow(clippy::unnecessary_cast)] // the field types differ between Linux and macOS
 pub fn free_space(path: &Path) -> Option<u64> {
@@ -426,6 +425,7 @@ pub fn ignore_file_size_signal() {
     }
 }
 
+/// Sets glibc's mmap threshold (see `main`); other C libraries are left alone.
 pub fn fix_mmap_threshold(bytes: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread exists.

@@ -93,6 +93,11 @@ impl Git {
 
     /// Runs git in the repo; its stdout when it exits 0 within `GIT_TIMEOUT`.
     pub fn run(&self, args: &[&str]) -> Option<Vec<u8>> {
+        self.run_allowing(args, &[0])
+    }
+
+    /// `run`, taking the exit codes in `ok` as success (`check-ignore` exits 1 for "none").
+    pub fn run_allowing(&self, args: &[&str], ok: &[i32]) -> Option<Vec<u8>> {
         let mut cmd = Command::new("git");
         cmd.arg("--no-optional-locks");
         for o in &self.overrides {
@@ -122,7 +127,10 @@ impl Git {
             match child.try_wait() {
                 Ok(Some(status)) => {
                     let out = reader.join().ok()?;
-                    return status.success().then_some(out);
+                    return status
+                        .code()
+                        .is_some_and(|c| ok.contains(&c))
+                        .then_some(out);
                 }
                 Ok(None) if start.elapsed() < GIT_TIMEOUT => {
                     std::thread::sleep(Duration::from_millis(10))
@@ -141,10 +149,12 @@ impl Git {
         &self.repo
     }
 
-    /// The files git tracks at or below the directory, relative to it (`/`-separated); None when git
-    /// could not tell (not installed, not a work tree, a command that failed).
-    pub fn tracked(&self) -> Option<BTreeSet<String>> {
-        let out = self.run(&["ls-files", "-z", "--cached", "--", "."])?;
+    /// Those of `paths` (relative to the directory, `/`-separated, taken literally) that git tracks;
+    /// None when git could not tell (not installed, not a work tree, a command that failed).
+    pub fn tracked(&self, paths: &[String]) -> Option<BTreeSet<String>> {
+        let mut args = vec!["--literal-pathspecs", "ls-files", "-z", "--cached", "--"];
+        args.extend(paths.iter().map(String::as_str));
+        let out = self.run(&args)?;
         Some(split_z(&out).into_iter().collect())
     }
 }

@@ -314,3 +314,49 @@ fn a_store_git_cannot_vouch_for_in_a_work_tree_is_not_read() {
         "{s}"
     );
 }
+
+/// A stranger commits only what is read beside the user's own store: Aider's input history (its entries
+/// become the user's prompts) or a database's WAL (its frames rewrite the database). The store is not
+/// read, the file named.
+#[test]
+fn a_committed_file_read_with_an_untracked_store_keeps_the_store_unread() {
+    let l = live_world(3);
+    let repo = l.w.repo("work/clone");
+    git(&repo, &["init", "-q"]);
+    aider_files(&repo);
+    let db = crush_db(&repo.join(".crush"));
+    let wal = repo.join(".crush/crush.db-wal");
+    std::fs::write(&wal, b"").unwrap();
+    std::fs::write(
+        repo.join(".gitignore"),
+        ".aider.chat.history.md\n.crush/crush.db\n",
+    )
+    .unwrap();
+    git(
+        &repo,
+        &[
+            "add",
+            ".gitignore",
+            ".aider.input.history",
+            ".crush/crush.db-wal",
+        ],
+    );
+    git(&repo, &["commit", "-qm", "planted"]);
+    init(&l, &repo);
+    let s = l.w.dry_run(&["--apps", "aider,crush", "--quiet", "0m"]);
+    let refused = skipped_for(&s, "store-tracked-by-git");
+    assert_eq!(refused.len(), 2, "{s}");
+    let detail = |i: usize| refused[i]["detail"].as_str().unwrap().to_string();
+    assert_eq!(
+        refused[0]["transcriptPath"],
+        repo.join(".aider.chat.history.md").to_str().unwrap()
+    );
+    assert!(
+        detail(0).contains(".aider.input.history is tracked")
+            && detail(0).contains("read with the store"),
+        "{s}"
+    );
+    assert_eq!(refused[1]["transcriptPath"], db.to_str().unwrap());
+    assert!(detail(1).contains("crush.db-wal is tracked"), "{s}");
+    assert!(items(&s, "started").is_empty(), "{s}");
+}

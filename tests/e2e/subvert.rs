@@ -499,6 +499,33 @@ fn a_file_the_agent_adds_and_hides_through_an_ignore_file_is_reported() {
     );
 }
 
+/// An agent that adds a file, then breaks what git reads so that `git status` fails after the run: the
+/// repository itself is listed, not nothing.
+#[test]
+fn an_agent_that_breaks_git_after_its_changes_is_reported() {
+    let l = crate::wiki_only::custom_agent_world(
+        "#!/bin/sh\nmkdir -p .almanac/pages && echo '# Notes' > .almanac/pages/x.md\n\
+         echo 'fn backdoor() {}' > src/backdoor.rs && echo 'not an index' > .git/index\n",
+    );
+    let git = |args: &[&str]| crate::wiki_only::git(&l.repo, args);
+    git(&["init", "-q"]);
+    git(&["add", "src"]);
+    git(&["commit", "-qm", "init"]);
+    write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
+    l.summary();
+    let run = &l.runs()[0];
+    assert_eq!(
+        run["wroteOutsideWiki"],
+        serde_json::json!([".git"]),
+        "{run}"
+    );
+    let log = std::fs::read_to_string(run["logPath"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("git could not read the repository after the run"),
+        "{log}"
+    );
+}
+
 #[test]
 fn without_git_an_edit_that_keeps_size_and_mtime_is_reported() {
     let l = crate::wiki_only::custom_agent_world(

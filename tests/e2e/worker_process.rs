@@ -74,7 +74,10 @@ fn placeholders_in_the_prompt_and_the_repo_path_reach_the_agent_verbatim() {
     for st in started {
         let run = st["runId"].as_str().unwrap();
         let arg = l.fake.join(format!("repo-arg-{run}"));
-        wait_for("the agent", 60, || arg.is_file());
+        // The shell creates the file before it writes the path: wait for the path.
+        wait_for("the agent", 60, || {
+            arg.metadata().is_ok_and(|m| m.len() > 0)
+        });
         let prompt_file = repo.join(format!(".almanac/runs/{run}.prompt.md"));
         let prompt = std::fs::read_to_string(&prompt_file).unwrap();
         assert!(prompt.contains("{repo}/notes") && prompt.contains("in {repo} please"));

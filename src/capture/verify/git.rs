@@ -4,7 +4,7 @@
 use super::{outside_wiki, Stamp, Stamper};
 use crate::util::git::{split_z, Git};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where the repo sits in its work tree and where git keeps its files.
 pub(super) struct Layout {
@@ -42,7 +42,7 @@ impl Git {
         &self,
         prefix: &str,
         st: &mut Stamper,
-    ) -> BTreeMap<String, (String, Option<Stamp>)> {
+    ) -> Option<BTreeMap<String, (String, Option<Stamp>)>> {
         let args = [
             "status",
             "--porcelain=v1",
@@ -53,10 +53,8 @@ impl Git {
             "--",
             ".",
         ];
-        let Some(out) = self.run(&args) else {
-            return BTreeMap::new();
-        };
-        split_z(&out)
+        let out = self.run(&args)?;
+        let dirty = split_z(&out)
             .into_iter()
             .filter(|e| e.len() > 3)
             .filter_map(|e| {
@@ -64,7 +62,8 @@ impl Git {
                 let stamp = st.stamp(&self.dir().join(&rel));
                 Some((rel, (e[..2].to_string(), stamp)))
             })
-            .collect()
+            .collect();
+        Some(dirty)
     }
 
     /// Paths (relative to the repo, outside the wiki) the index marks assume-unchanged (a lower-case tag)
@@ -105,4 +104,47 @@ impl Git {
             .filter_map(|p| outside_wiki(&p, ""))
             .collect()
     }
+
+    /// For each of `paths` (relative to the repo) that git ignores, the ignore file that makes it so:
+    /// relative to the repo when it is in it (`.gitignore`, `sub/.gitignore`, `.git/info/exclude`),
+    /// else absolute (the user's global excludes). None when git could not say.
+    pub(super) fn ignore_sources(&self, paths: &[&String]) -> Option<BTreeMap<String, String>> {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "check-ignore",
+            "-v",
+            "-z",
+            "--no-index",
+            "--",
+        ];
+        args.extend(paths.iter().map(|p| p.as_str()));
+        // Exit 1 is "nothing ignored", as good an answer as 0.
+        let out = self.run_allowing(&args, &[0, 1])?;
+        let fields = split_z_keep_empty(&out);
+        let mut map = BTreeMap::new();
+        for rec in fields.chunks(4).filter(|r| r.len() == 4) {
+            let source = rec[0].clone();
+            let source = match Path::new(&source).is_absolute() {
+                true => std::path::Path::new(&source)
+                    .strip_prefix(self.dir())
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .unwrap_or(source),
+                false => source,
+            };
+            map.insert(rec[3].clone(), source);
+        }
+        Some(map)
+    }
+}
+
+/// git's `-z` output, one string a field, empty fields kept (`check-ignore -v` writes some).
+fn split_z_keep_empty(out: &[u8]) -> Vec<String> {
+    let mut v: Vec<String> = out
+        .split(|b| *b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect();
+    if v.last().is_some_and(String::is_empty) {
+        v.pop();
+    }
+    v
 }

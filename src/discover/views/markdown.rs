@@ -174,18 +174,25 @@ pub fn read(spec: &MarkdownSpec, path: &Path, max: u64, sink: &mut Sink) -> Resu
             keys.push(c.get(1).map_or("", |g| g.as_str()).trim().to_string());
         }
     })?;
+    // What the user typed is held whole: at most one session's bound of it.
     let typed = match &spec.input {
-        Some(i) => entries(i, path, max)?,
+        Some(i) => entries(i, path, super::read::max_session_bytes())?,
         None => Vec::new(),
     };
     // Each entry belongs to the last session that started at or before it (times compared as text,
     // to the session time's precision: an entry in the same second as its session's start is its).
     let mut per: Vec<Vec<&Entry>> = keys.iter().map(|_| Vec::new()).collect();
+    let starts_by = |k: &str, e: &Entry| {
+        let n = k.len().min(e.time.len());
+        k <= &e.time[..n]
+    };
+    // Sessions start in time order in a log that only grows: a binary search; else one scan each.
+    let sorted = keys.windows(2).all(|w| w[0] <= w[1]);
     for e in &typed {
-        let owner = keys.iter().rposition(|k| {
-            let n = k.len().min(e.time.len());
-            k.as_str() <= &e.time[..n]
-        });
+        let owner = match sorted {
+            true => keys.partition_point(|k| starts_by(k, e)).checked_sub(1),
+            false => keys.iter().rposition(|k| starts_by(k, e)),
+        };
         if let Some(i) = owner {
             per[i].push(e);
         }
@@ -248,7 +255,13 @@ fn session_read(file: &str, mut s: Session, entries: Vec<&Entry>) -> SessionRead
     for e in queue {
         messages.push(json!({"id": format!("in:{}", e.time), "kind": "input", "time": e.time, "text": e.text}));
     }
-    let messages = match Bounds::default().set(messages.len(), s.bytes) {
+    let typed: u64 = messages
+        .iter()
+        .filter(|m| m["kind"] == "input")
+        .filter_map(|m| m["text"].as_str())
+        .map(|t| t.len() as u64 + 1)
+        .sum();
+    let messages = match Bounds::default().set(messages.len(), s.bytes + typed) {
         Ok(()) => Messages::Read(messages),
         Err(why) => Messages::Refused(why),
     };

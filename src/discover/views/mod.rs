@@ -97,6 +97,31 @@ pub fn file_stamp(p: &Path) -> String {
     )
 }
 
+/// The files read with a store file, beside it: a database's WAL (its frames are replayed over the
+/// database) and rollback journal, a Markdown log's input log. A store inside a project is read only
+/// when these are not linked or committed either.
+pub fn companions(spec: &ViewSpec, store: &Path) -> Vec<PathBuf> {
+    use crate::rules::views::ViewFormat;
+    let mut out = Vec::new();
+    match &spec.format {
+        ViewFormat::Sqlite { .. } => {
+            for suffix in ["-wal", "-journal"] {
+                let mut p = store.as_os_str().to_owned();
+                p.push(suffix);
+                out.push(PathBuf::from(p));
+            }
+        }
+        ViewFormat::Markdown(md) => {
+            if let Some(i) = &md.input {
+                out.push(project::sidecar_path(&i.file, store, ""));
+            }
+        }
+        _ => {}
+    }
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out
+}
+
 /// The stamp a store's views were made at: the file's and its WAL's size, mtime and identity, the rule
 /// (a changed query makes them again), the files the project is read from (sidecars, lookup stores and
 /// the files beside them) and, where a project is matched against them, the known repos.
@@ -177,9 +202,11 @@ fn vouched_slugs(cx: &Context) -> Vec<(String, PathBuf)> {
 
 /// A file name for a session id: the id itself when it is plain, else a hash of it.
 fn file_name(id: &str) -> String {
+    // `s-` names are the hashed ones: a plain id never takes one.
     let plain = !id.is_empty()
         && id.len() <= 100
         && !id.starts_with('.')
+        && !id.starts_with("s-")
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
@@ -215,6 +242,8 @@ struct Made<'a> {
 struct Written {
     next: Index,
     error: Option<String>,
+    /// The session ids written or refused so far.
+    ids: std::collections::HashSet<String>,
 }
 
 impl Made<'_> {
@@ -259,6 +288,10 @@ impl Made<'_> {
     /// Writes one session's view into `dir` (a session the read did not query again keeps its
     /// messages) and indexes it; a session past a bound is indexed as refused, with no view.
     fn write_one(&self, dir: &Path, mut s: SessionRead, out: &mut Written) {
+        // A store that lists one id twice: the first is the session.
+        if !out.ids.insert(s.id.clone()) {
+            return;
+        }
         let file = file_name(&s.id);
         let path = dir.join(&file);
         let messages = match std::mem::replace(&mut s.messages, Messages::Unchanged) {
@@ -411,11 +444,14 @@ pub fn views_of(
     if index.failed.as_ref().is_some_and(|(at, _)| *at == stamp) {
         return index.views(&dir, None);
     }
+    // By id: a store of many sessions asks once for each.
+    let last_read: std::collections::HashMap<&str, &Indexed> =
+        index.sessions.iter().map(|s| (s.id.as_str(), s)).collect();
     let unchanged = |id: &str, updated: Option<&str>| {
         updated.is_some()
-            && index.sessions.iter().any(|s| {
-                s.id == id && s.updated.as_deref() == updated && dir.join(&s.file).is_file()
-            })
+            && last_read
+                .get(id)
+                .is_some_and(|s| s.updated.as_deref() == updated && dir.join(&s.file).is_file())
     };
     STORES_READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let scratch = cx.almanac_home.join("state/tmp");
@@ -448,6 +484,7 @@ pub fn views_of(
             ..Index::default()
         },
         error: None,
+        ids: std::collections::HashSet::new(),
     };
     if let Err(e) = crate::util::atomic::ensure_private_dir(&dir) {
         let why = format!("{}: almanac's own disk: {e}", dir.display());
@@ -467,28 +504,43 @@ pub fn views_of(
         if e.transient() {
             return index.views(&dir, Some((true, e.to_string())));
         }
+        // Views this read wrote for sessions the last one did not have are in no index: removed.
+        let kept: std::collections::HashSet<&str> =
+            index.sessions.iter().map(|s| s.file.as_str()).collect();
+        for new in &written.next.sessions {
+            if !kept.contains(new.file.as_str()) {
+                let _ = std::fs::remove_file(dir.join(&new.file));
+            }
+        }
         let failed = Index {
+            store: store.to_string_lossy().into_owned(),
             failed: Some((stamp, e.to_string())),
             ..index
         };
         let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
         return failed.views(&dir, None);
     }
-    let Written { next, mut error } = written;
+    let Written { next, error, .. } = written;
+    if let Some(e) = error {
+        // A view could not be written (almanac's own disk): the last read's stay, read again next time.
+        return index.views(&dir, Some((true, e)));
+    }
+    let now: std::collections::HashSet<&str> =
+        next.sessions.iter().map(|s| s.file.as_str()).collect();
     for old in &index.sessions {
-        if !next.sessions.iter().any(|s| s.file == old.file) {
+        if !now.contains(old.file.as_str()) {
             let _ = std::fs::remove_file(dir.join(&old.file));
         }
     }
-    if error.is_none() {
-        if let Err(e) = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &next) {
-            error = Some(format!(
-                "{}: almanac's own disk: {e}",
-                dir.join(INDEX).display()
-            ));
-        }
-    }
-    next.views(&dir, error.map(|e| (true, e)))
+    let error = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &next)
+        .err()
+        .map(|e| {
+            (
+                true,
+                format!("{}: almanac's own disk: {e}", dir.join(INDEX).display()),
+            )
+        });
+    next.views(&dir, error)
 }
 
 impl Index {
@@ -513,28 +565,44 @@ impl Index {
 }
 
 /// Forgets why `store` could not be read, for every app that read it: its remembered failure and the
-/// sessions it refused for a bound. What was forgotten, in words (empty when nothing was remembered).
+/// sessions it refused for a bound. The store is found by what each index names, as the same file
+/// (the path typed may reach it another way than the walk did). What was forgotten, in words (empty
+/// when nothing was remembered).
 pub fn forget(cx: &Context, store: &Path) -> Result<Vec<String>, String> {
+    let id_of = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| crate::platform::file_id(p, &m))
+    };
+    let wanted = id_of(store);
     let mut forgot = Vec::new();
     let Ok(apps) = std::fs::read_dir(views_root(cx)) else {
         return Ok(forgot);
     };
     for app in apps.flatten() {
-        let app = app.file_name().to_string_lossy().into_owned();
-        let dir = store_dir(cx, &app, store);
-        let mut index = load_index(&dir);
-        if index.failed.is_none() && index.refused.is_empty() {
-            continue;
+        let name = app.file_name().to_string_lossy().into_owned();
+        for dir in std::fs::read_dir(app.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let dir = dir.path();
+            let mut index = load_index(&dir);
+            let named = Path::new(&index.store);
+            let same = named == store || (wanted.is_some() && id_of(named) == wanted);
+            if !same || (index.failed.is_none() && index.refused.is_empty()) {
+                continue;
+            }
+            if let Some((_, why)) = index.failed.take() {
+                forgot.push(format!("{name}: {why}"));
+            }
+            for (id, why) in index.refused.drain(..) {
+                forgot.push(format!("{name}: session {id}: {why}"));
+            }
+            index.stamp.clear();
+            crate::util::atomic::write_json_atomic(&dir.join(INDEX), &index)
+                .map_err(|e| format!("{}: {e}", dir.join(INDEX).display()))?;
         }
-        if let Some((_, why)) = index.failed.take() {
-            forgot.push(format!("{app}: {why}"));
-        }
-        for (id, why) in index.refused.drain(..) {
-            forgot.push(format!("{app}: session {id}: {why}"));
-        }
-        index.stamp.clear();
-        crate::util::atomic::write_json_atomic(&dir.join(INDEX), &index)
-            .map_err(|e| format!("{}: {e}", dir.join(INDEX).display()))?;
     }
     Ok(forgot)
 }

@@ -23,6 +23,9 @@ pub const MAX_MESSAGES: usize = 200_000;
 /// session as it is (a JSON document, a text transcript) that is read. A test may lower it with
 /// `ALMANAC_TEST_MAX_SESSION_BYTES`.
 pub const MAX_SESSION_BYTES: u64 = 64 << 20;
+/// The most one session's messages may take in memory once parsed (as `parsed_cost` estimates it):
+/// JSON of many tiny values parses to many times its length.
+pub const MAX_PARSED_BYTES: u64 = 512 << 20;
 
 /// One session as the store holds it.
 pub struct SessionRead {
@@ -94,6 +97,8 @@ pub struct Bounds {
     messages: usize,
     bytes: u64,
     max_bytes: u64,
+    /// What the messages take parsed (`parsed_cost`), where they are parsed from JSON text.
+    parsed: u64,
 }
 
 impl Default for Bounds {
@@ -102,6 +107,7 @@ impl Default for Bounds {
             messages: 0,
             bytes: 0,
             max_bytes: max_session_bytes(),
+            parsed: 0,
         }
     }
 }
@@ -121,7 +127,26 @@ impl Bounds {
         self.check()
     }
 
+    /// Counts what parsing more of the session's JSON takes in memory (`parsed_cost`).
+    pub fn parsed(&mut self, cost: u64) -> Result<(), String> {
+        self.parsed += cost;
+        self.check()
+    }
+
+    /// Sets what the session's parsed JSON takes in memory now.
+    pub fn set_parsed(&mut self, cost: u64) -> Result<(), String> {
+        self.parsed = cost;
+        self.check()
+    }
+
     fn check(&self) -> Result<(), String> {
+        if self.parsed > MAX_PARSED_BYTES {
+            return Err(format!(
+                "the session's messages would take more than {} in memory parsed, almanac's bound for \
+                 one session: not read",
+                crate::util::duration::format_size(MAX_PARSED_BYTES)
+            ));
+        }
         if self.messages > MAX_MESSAGES {
             return Err(format!(
                 "the session holds more than {MAX_MESSAGES} messages, almanac's bound for one session: not read"
@@ -132,6 +157,36 @@ impl Bounds {
         }
         Ok(())
     }
+}
+
+/// About what parsing `json` into values takes in memory, before it is parsed: its text, and for
+/// each object (a map's node) and each array, element and member (a value) outside strings, what
+/// serde_json allocates for it. JSON of many tiny values parses to many times its length.
+pub fn parsed_cost(json: &[u8]) -> u64 {
+    const OBJECT: u64 = 700;
+    const VALUE: u64 = 40;
+    let (mut cost, mut in_string, mut escaped) = (json.len() as u64, false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        cost += match b {
+            b'"' => {
+                in_string = true;
+                0
+            }
+            b'{' => OBJECT,
+            b'[' | b',' | b':' => VALUE,
+            _ => 0,
+        };
+    }
+    cost
 }
 
 fn too_large(max: u64) -> String {
@@ -193,7 +248,12 @@ pub fn read_store(
         ViewFormat::Json { messages } => {
             let bytes = read_session_file(path)?;
             let read = document(messages, &bytes).map_err(|e| {
-                ReadError::Bad(format!("{} is not a JSON document: {e}", path.display()))
+                ReadError::Bad(match e {
+                    DocError::Costly(why) => format!("{}: {why}", path.display()),
+                    DocError::Malformed(e) => {
+                        format!("{} is not a JSON document: {e}", path.display())
+                    }
+                })
             })?;
             drop(bytes);
             one(spec, rel, read, sink);
@@ -253,19 +313,37 @@ fn read_session_file(path: &Path) -> Result<Vec<u8>, ReadError> {
     })
 }
 
+/// Why a JSON document is not read: it is not JSON, or it would take more than one session's bound
+/// in memory parsed.
+#[derive(Debug)]
+enum DocError {
+    Malformed(String),
+    Costly(String),
+}
+
+impl From<String> for DocError {
+    fn from(e: String) -> Self {
+        DocError::Malformed(e)
+    }
+}
+
 /// A JSON document: the messages `messages` selects; the rest is the session (the member holding the
 /// messages is left out of it when the path names one). More than `MAX_MESSAGES` are not made values:
 /// for the common paths (`$[*]`, `$.member[*]` over an array) they are counted in the document's text
 /// first, so a document of many tiny messages costs its own size, not many times it.
-fn document(messages: &JsonPath, bytes: &[u8]) -> Result<(Value, Messages), String> {
+fn document(messages: &JsonPath, bytes: &[u8]) -> Result<(Value, Messages), DocError> {
     use serde_json::value::RawValue;
     let over = || {
         let mut b = Bounds::default();
         Messages::Refused(b.set(MAX_MESSAGES + 1, 0).err().unwrap_or_default())
     };
+    let cost = parsed_cost(bytes);
     let each = |list: Vec<&RawValue>| -> Result<Messages, String> {
         if list.len() > MAX_MESSAGES {
             return Ok(over());
+        }
+        if let Err(why) = Bounds::default().parsed(cost) {
+            return Ok(Messages::Refused(why));
         }
         let values = list
             .into_iter()
@@ -298,7 +376,10 @@ fn document(messages: &JsonPath, bytes: &[u8]) -> Result<(Value, Messages), Stri
             }
         }
     }
-    let doc: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    // What a document takes parsed is known before it is parsed: one too costly is not.
+    Bounds::default().parsed(cost).map_err(DocError::Costly)?;
+    let doc: Value =
+        serde_json::from_slice(bytes).map_err(|e| DocError::Malformed(e.to_string()))?;
     let selected = messages.select(&doc);
     let list = match selected.len() > MAX_MESSAGES {
         true => over(),
@@ -355,17 +436,22 @@ fn replay(spec: &ViewSpec, path: &Path) -> Result<(Value, Messages), ReadError> 
         crate::util::lines::LineReader::with_max_line(std::io::Read::take(file, max), max_line);
     let mut log = Replayed::new(spec);
     while let Some(line) = lines.next_line().map_err(bad)? {
+        let refused =
+            |log: Replayed, why: String| (Value::Object(log.session), Messages::Refused(why));
         if line.oversized {
-            return Ok((
-                Value::Object(log.session),
-                Messages::Refused(too_large(max_line as u64)),
-            ));
+            return Ok(refused(log, too_large(max_line as u64)));
         }
-        if !log.record(line.bytes.trim_ascii()) {
+        let text = line.bytes.trim_ascii();
+        // What a line takes parsed is known before it is parsed: one too costly is not.
+        let size = (text.len() as u64, parsed_cost(text));
+        if let Err(why) = Bounds::default().parsed(size.1) {
+            return Ok(refused(log, why));
+        }
+        if !log.record(text, size) {
             break;
         }
-        if let Err(why) = log.bounds.set(log.list.len(), log.held) {
-            return Ok((Value::Object(log.session), Messages::Refused(why)));
+        if let Err(why) = log.check() {
+            return Ok(refused(log, why));
         }
     }
     let messages = log.list.into_iter().map(|(_, v, _)| v).collect();
@@ -376,11 +462,14 @@ fn replay(spec: &ViewSpec, path: &Path) -> Result<(Value, Messages), ReadError> 
 struct Replayed<'a> {
     spec: &'a ViewSpec,
     session: Map<String, Value>,
-    /// (message id, message, bytes of the line that gave it).
-    list: Vec<(String, Value, u64)>,
+    /// (message id, message, (bytes of the line that gave it, what it takes parsed)).
+    list: Vec<(String, Value, (u64, u64))>,
     /// Where each id first is in `list` (a log of many messages is read in one pass).
     at: HashMap<String, usize>,
-    held: u64,
+    /// The held messages' bytes and what they take parsed.
+    held: (u64, u64),
+    /// The same of what the session object was given.
+    session_size: (u64, u64),
     bounds: Bounds,
 }
 
@@ -391,7 +480,8 @@ impl<'a> Replayed<'a> {
             session: Map::new(),
             list: Vec::new(),
             at: HashMap::new(),
-            held: 0,
+            held: (0, 0),
+            session_size: (0, 0),
             bounds: Bounds::default(),
         }
     }
@@ -405,15 +495,15 @@ impl<'a> Replayed<'a> {
         for (i, (id, _, _)) in self.list.iter().enumerate() {
             self.at.entry(id.clone()).or_insert(i);
         }
-        self.held = self.list.iter().map(|(_, _, n)| n).sum();
+        self.held = self.list.iter().fold((0, 0), |sum, (_, _, n)| add(sum, *n));
     }
 
-    /// Takes one line; false when it ends the log (a half-written record).
-    fn record(&mut self, line: &[u8]) -> bool {
+    /// Takes one line (`size`: its length, and what it takes parsed); false when it ends the log (a
+    /// half-written record).
+    fn record(&mut self, line: &[u8], size: (u64, u64)) -> bool {
         if line.is_empty() {
             return true;
         }
-        let len = line.len() as u64;
         let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(line) else {
             // A plain log rewritten whole: a bad line is passed over, not the end.
             return self.spec.message_id.is_none();
@@ -422,8 +512,9 @@ impl<'a> Replayed<'a> {
             for (k, v) in set {
                 if k == "messages" {
                     let list = v.as_array().map(Vec::as_slice).unwrap_or_default();
-                    // The record's length stands for the whole list it sets.
-                    let each = len / list.len().max(1) as u64;
+                    // The record's size stands for the whole list it sets.
+                    let n = list.len().max(1) as u64;
+                    let each = (size.0 / n, size.1 / n);
                     self.list = list
                         .iter()
                         .map(|m| (self.id_of(m).unwrap_or_default(), m.clone(), each))
@@ -431,6 +522,7 @@ impl<'a> Replayed<'a> {
                     self.reindex();
                 } else {
                     self.session.insert(k.clone(), v.clone());
+                    self.session_size = add(self.session_size, size);
                 }
             }
             return true;
@@ -440,39 +532,61 @@ impl<'a> Replayed<'a> {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
+            // What is dropped leaves the index one by one: a log of many rewinds costs its length.
             if let Some(&i) = self.at.get(&to) {
-                self.list.truncate(i);
-                self.reindex();
+                for (id, _, n) in self.list.drain(i..) {
+                    self.held = sub(self.held, n);
+                    if self.at.get(&id).is_some_and(|&at| at >= i) {
+                        self.at.remove(&id);
+                    }
+                }
             }
             return true;
         }
         let value = Value::Object(rec);
         if self.spec.message_id.is_none() {
             // No message ids: a plain JSONL log, every record a message (known by its content).
-            self.list.push((String::new(), value, len));
-            self.held += len;
+            self.list.push((String::new(), value, size));
+            self.held = add(self.held, size);
             return true;
         }
         match self.id_of(&value) {
             Some(id) => match self.at.get(&id).copied() {
                 Some(i) => {
-                    self.held = self.held - self.list[i].2 + len;
-                    self.list[i] = (id, value, len);
+                    self.held = add(sub(self.held, self.list[i].2), size);
+                    self.list[i] = (id, value, size);
                 }
                 None => {
                     self.at.insert(id.clone(), self.list.len());
-                    self.list.push((id, value, len));
-                    self.held += len;
+                    self.list.push((id, value, size));
+                    self.held = add(self.held, size);
                 }
             },
             None => {
                 if let Value::Object(rec) = value {
                     self.session.extend(rec);
+                    self.session_size = add(self.session_size, size);
                 }
             }
         }
         true
     }
+
+    /// What the log holds now, against the bounds of one session (the session object counts too: it
+    /// is written into the view's header).
+    fn check(&mut self) -> Result<(), String> {
+        let (bytes, parsed) = add(self.held, self.session_size);
+        self.bounds.set(self.list.len(), bytes)?;
+        self.bounds.set_parsed(parsed)
+    }
+}
+
+fn add(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
+fn sub(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1))
 }
 
 #[cfg(test)]
@@ -557,6 +671,14 @@ mod tests {
             panic!("read")
         };
         assert!(why.contains("more than 200000 messages"), "{why}");
+        // A line that would parse to many times its size (7M empty lists in 14 MB) is not parsed.
+        let blowup = format!(
+            "{{\"sessionId\":\"s2\"}}\n{{\"id\":\"m\",\"x\":[{}]}}\n",
+            vec!["[]"; 7_000_000].join(",")
+        );
+        std::fs::write(&p, &blowup).unwrap();
+        let (_, m) = replay(&spec(), &p).unwrap();
+        assert!(matches!(m, Messages::Refused(w) if w.contains("in memory parsed")));
         // Rewritten in place, the same messages are one each: well within the bound.
         let same: String = (0..10)
             .map(|_| "{\"id\":\"m1\",\"text\":\"again\"}\n")
@@ -571,12 +693,29 @@ mod tests {
             messages: 0,
             bytes: 0,
             max_bytes: 100,
+            parsed: 0,
         };
         assert!(b.add(60).is_ok());
         let e = b.add(60).unwrap_err();
         assert!(e.contains("more than 100 bytes of messages"), "{e}");
         assert!(b.set(MAX_MESSAGES, 1).is_ok());
         assert!(b.set(MAX_MESSAGES + 1, 1).unwrap_err().contains("messages"));
+        let mut b = Bounds::default();
+        assert!(b.parsed(MAX_PARSED_BYTES).is_ok());
+        assert!(b.parsed(1).unwrap_err().contains("in memory parsed"));
+    }
+
+    #[test]
+    fn what_json_takes_parsed_is_counted_outside_strings() {
+        let plain = parsed_cost(br#"{"a": "x, y: [z]"}"#);
+        assert_eq!(
+            plain,
+            18 + 700 + 40,
+            "one object and one member; the string's commas are text"
+        );
+        let many = "[".to_string() + &vec!["[]"; 1000].join(",") + "]";
+        assert!(parsed_cost(many.as_bytes()) > 1000 * 40 * 2);
+        assert_eq!(parsed_cost(br#""a\"[""#), 6);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use regex::Regex;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The most paths one session's text is searched for.
 const MAX_PATHS: usize = 200_000;
@@ -70,29 +70,33 @@ impl Slug<'_> {
             }
         };
         let gives = |s: &str| s == want || (fold && s.eq_ignore_ascii_case(want));
+        // A prefix shorter than the slug cannot give it (a run of characters becomes one `-`), nor can
+        // one far longer in a real path: only those between are slugged, so a long run of `/` (a
+        // base64 blob) costs its length, not its length squared.
+        let lengths = want.len()..=want.len() * 4 + 64;
         // The directories the session's own text names that give the slug, by key.
         let mut named: BTreeMap<String, String> = BTreeMap::new();
         let mut paths = 0usize;
         texts(&mut |s: &str| {
+            // A candidate named with spaces in it is not one match of the path regex.
+            for c in &candidates {
+                if names(s, c) {
+                    named.entry(key(c)).or_insert_with(|| c.to_string());
+                }
+            }
             for m in path_regex().find_iter(s) {
                 if paths >= MAX_PATHS {
-                    return;
+                    break;
                 }
                 paths += 1;
                 let p = unescape(m.as_str());
                 let p = p.trim_end_matches(['.', ',', ':', ';', '!', ')', ']', '}']);
-                for prefix in prefixes(p) {
+                for prefix in prefixes(p, *lengths.end()).filter(|x| lengths.contains(&x.len())) {
                     if gives(&slug_of(prefix)) {
                         named
                             .entry(key(prefix))
                             .or_insert_with(|| prefix.to_string());
                     }
-                }
-            }
-            // A candidate named with spaces in it is not one match of the path regex.
-            for c in &candidates {
-                if names(s, c) {
-                    named.entry(key(c)).or_insert_with(|| c.to_string());
                 }
             }
         });
@@ -111,7 +115,8 @@ impl Slug<'_> {
         );
         match (confirmed.as_slice(), others.as_slice()) {
             ([one], []) => Ok(one.to_string()),
-            ([], [one]) => Ok(one.to_string()),
+            // Where its text says it ran, known or not, when that directory is there.
+            ([], [one]) if Path::new(one.as_str()).is_dir() => Ok(one.to_string()),
             ([], []) if candidates.is_empty() => Err(format!(
                 "the slug {want} matches none of the {} repos almanac knows (run `almanac init` in the project)",
                 self.known.len()
@@ -151,12 +156,14 @@ fn names(text: &str, dir: &str) -> bool {
     })
 }
 
-/// `/a/b/c` → `/a`, `/a/b`, `/a/b/c`; `C:\a\b` → `C:`, `C:\a`, `C:\a\b`.
-fn prefixes(path: &str) -> impl Iterator<Item = &str> {
+/// `/a/b/c` → `/a`, `/a/b`, `/a/b/c`; `C:\a\b` → `C:`, `C:\a`, `C:\a\b`: those at most `longest` long.
+fn prefixes(path: &str, longest: usize) -> impl Iterator<Item = &str> {
+    let whole = path.trim_end_matches(['/', '\\']);
     path.char_indices()
+        .take_while(move |&(i, _)| i <= longest)
         .filter(|&(i, c)| i > 0 && matches!(c, '/' | '\\'))
         .map(|(i, _)| &path[..i])
-        .chain(std::iter::once(path.trim_end_matches(['/', '\\'])))
+        .chain((whole.len() <= longest).then_some(whole))
 }
 
 /// A path found inside a JSON-encoded string keeps its escapes (`C:\\Users`): undone.
@@ -172,6 +179,8 @@ mod tests {
     use super::*;
 
     const CHARS: &str = "[^A-Za-z0-9]+";
+    static CHARS_RE: std::sync::LazyLock<Regex> =
+        std::sync::LazyLock::new(|| Regex::new(CHARS).unwrap());
 
     fn place(slug: &str, known: &[&str], text: &str) -> Result<String, String> {
         let known: Vec<PathBuf> = known.iter().map(PathBuf::from).collect();
@@ -189,9 +198,26 @@ mod tests {
         let known = ["/x/my-app", "/x/other"];
         let read = "[Tool call] ReadFile\n  path: /x/my-app/src/main.rs\n";
         assert_eq!(place("x-my-app", &known, read).unwrap(), "/x/my-app");
-        // The session ran in /x/my_app: not the known repo, whatever the slug says.
+        // The session ran in /x/my_app: not the known repo, whatever the slug says; placed there when
+        // that directory is there, else nowhere.
         let elsewhere = "working_directory: /x/my_app\n  path: /x/my_app/README.md";
-        assert_eq!(place("x-my-app", &known, elsewhere).unwrap(), "/x/my_app");
+        assert!(place("x-my-app", &known, elsewhere).is_err());
+        let d = tempfile::tempdir().unwrap();
+        let (mine, theirs) = (d.path().join("my_app"), d.path().join("my-app"));
+        std::fs::create_dir_all(&mine).unwrap();
+        let want = CHARS_RE
+            .replace_all(&theirs.to_string_lossy(), "-")
+            .trim_matches('-')
+            .to_string();
+        let text = format!("working_directory: {}", mine.display());
+        let known_dirs = [theirs.to_str().unwrap()];
+        assert_eq!(
+            place(&want, &known_dirs, &text).unwrap(),
+            mine.to_str().unwrap()
+        );
+        // A blob of a million slashes is one "path": read in its length, not its length squared.
+        let blob = format!("data:{}", "/a".repeat(500_000));
+        assert!(place("x-my-app", &known, &blob).is_err());
         // Nothing names a path: unplaced, with the candidate and how to confirm it.
         let e = place("x-my-app", &known, "what is a monad?").unwrap_err();
         assert!(

@@ -32,7 +32,7 @@ const MAX_LENGTH: i32 = 256 << 20;
 /// The most SQLite may allocate in this process: a query past it fails rather than the sweep.
 const HEAP_LIMIT: i64 = 1 << 30;
 /// The most a store's copy (database and WAL) may take; a test may set `ALMANAC_TEST_MAX_COPY_BYTES`.
-pub const MAX_COPY_BYTES: u64 = 4 << 30;
+pub const MAX_COPY_BYTES: u64 = 16 << 30;
 /// A WAL larger than this many times its database, and than `WAL_FLOOR`, is not one an app wrote.
 const WAL_FACTOR: u64 = 16;
 const WAL_FLOOR: u64 = 64 << 20;
@@ -287,21 +287,25 @@ fn being_written(path: &Path) -> bool {
     recent || std::fs::symlink_metadata(Path::new(&journal)).is_ok()
 }
 
-/// A file much larger than the disk it uses (sparse): copying it would fill almanac's disk.
+/// A file far larger than the disk it uses (sparse, all holes): copying it would fill almanac's disk.
+/// Sixteen times, not two: a file system that compresses (ZFS, btrfs) stores a real database in a
+/// fraction of its length too.
 fn sparse(m: &std::fs::Metadata) -> bool {
     crate::platform::allocated_bytes(m)
-        .is_some_and(|on_disk| m.len() > (64 << 20) && on_disk < m.len() / 2)
+        .is_some_and(|on_disk| m.len() > (64 << 20) && on_disk < m.len() / 16)
 }
 
-/// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON),
-/// a blob as lower-case hex. With the bytes its values hold.
+/// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON, or
+/// would take more than one session's bound parsed), a blob as lower-case hex. With the bytes its
+/// values hold and what its parsed JSON takes in memory.
 fn row_object(
     row: &rusqlite::Row,
     names: &[String],
     json_columns: &[String],
-) -> (Map<String, Value>, u64) {
+) -> (Map<String, Value>, (u64, u64)) {
     let mut m = Map::new();
     let mut bytes = 0u64;
+    let mut parsed = 0u64;
     for (i, name) in names.iter().enumerate() {
         let v = match row.get_ref(i) {
             Ok(ValueRef::Null) | Err(_) => Value::Null,
@@ -313,7 +317,9 @@ fn row_object(
             Ok(ValueRef::Text(t)) => {
                 bytes += t.len() as u64;
                 let s = String::from_utf8_lossy(t);
-                if json_columns.iter().any(|c| c == name) {
+                let cost = super::read::parsed_cost(t);
+                if json_columns.iter().any(|c| c == name) && cost <= super::read::MAX_PARSED_BYTES {
+                    parsed += cost;
                     serde_json::from_str(&s).unwrap_or_else(|_| Value::String(s.into_owned()))
                 } else {
                     Value::String(s.into_owned())
@@ -327,7 +333,7 @@ fn row_object(
         bytes += name.len() as u64 + 8;
         m.insert(name.clone(), v);
     }
-    (m, bytes)
+    (m, (bytes, parsed))
 }
 
 /// The rows of `sql`, each handed to `each` with its size as it is read; `each` stops the query by
@@ -337,7 +343,7 @@ fn each_row(
     sql: &str,
     param: Option<&str>,
     json_columns: &[String],
-    each: &mut dyn FnMut(Value, u64) -> Result<bool, ReadError>,
+    each: &mut dyn FnMut(Value, (u64, u64)) -> Result<bool, ReadError>,
 ) -> Result<(), QueryError> {
     let mut stmt = conn.prepare(sql)?;
     let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
@@ -422,19 +428,23 @@ fn schema_sql(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
             r.get::<_, String>(2)?,
         ))
     })?;
-    let module =
-        regex::Regex::new(r#"(?is)^\s*CREATE\s+VIRTUAL\s+TABLE\s.*?\bUSING\s+["'`\[]?(\w+)"#)
-            .expect("a valid regex");
     for row in rows {
         let (kind, name, sql) = row?;
         let name = crate::util::term::visible(&name).into_owned();
         if kind == "view" {
             found.push(format!("the view `{name}`"));
-        } else if let Some(c) = module.captures(&sql) {
-            let m = c[1].to_ascii_lowercase();
-            if !KNOWN_MODULES.contains(&m.as_str()) {
-                found.push(format!("the virtual table `{name}` of the module `{m}`"));
-            }
+            continue;
+        }
+        let Some(module) = virtual_module(&sql) else {
+            continue;
+        };
+        let known = module
+            .as_deref()
+            .is_some_and(|m| KNOWN_MODULES.contains(&m.to_ascii_lowercase().as_str()));
+        if !known {
+            let m = module.unwrap_or_else(|| "that almanac cannot read".into());
+            let m = crate::util::term::visible(&m).into_owned();
+            found.push(format!("the virtual table `{name}` of the module `{m}`"));
         }
     }
     let mut stmt = conn.prepare(
@@ -451,6 +461,99 @@ fn schema_sql(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
         found.push(format!("the generated column `{table}.{column}`"));
     }
     Ok(found)
+}
+
+/// For a `CREATE VIRTUAL TABLE` statement, its module (None inside when the statement does not read as
+/// SQLite reads it: refused, as an unknown module is); None for any other statement. Tokenised as SQLite
+/// does (comments, quoted names), so a name or comment holding `USING fts5` is not taken for the module.
+fn virtual_module(sql: &str) -> Option<Option<String>> {
+    let mut t = Tokens { rest: sql };
+    let word = |w: Option<String>, kw: &str| w.is_some_and(|w| w.eq_ignore_ascii_case(kw));
+    if !word(t.next(), "create") || !word(t.next(), "virtual") {
+        return None;
+    }
+    if !word(t.next(), "table") {
+        return Some(None);
+    }
+    let mut next = t.next();
+    if next
+        .as_deref()
+        .is_some_and(|w| w.eq_ignore_ascii_case("if"))
+    {
+        if !word(t.next(), "not") || !word(t.next(), "exists") {
+            return Some(None);
+        }
+        next = t.next();
+    }
+    // The table's name, schema-qualified or not.
+    if next.is_none() {
+        return Some(None);
+    }
+    let mut next = t.next();
+    if next.as_deref() == Some(".") {
+        t.next();
+        next = t.next();
+    }
+    if !word(next, "using") {
+        return Some(None);
+    }
+    Some(t.next().filter(|m| !m.is_empty() && m != "("))
+}
+
+/// SQL tokens as SQLite's tokenizer splits them: whitespace and comments skipped, a quoted name
+/// (`"…"`, `` `…` ``, `[…]`, `'…'`) one token without its quotes, a word one token, else one character.
+struct Tokens<'a> {
+    rest: &'a str,
+}
+
+impl Tokens<'_> {
+    fn next(&mut self) -> Option<String> {
+        loop {
+            self.rest = self.rest.trim_start();
+            if let Some(r) = self.rest.strip_prefix("--") {
+                self.rest = r.split_once('\n').map_or("", |(_, after)| after);
+            } else if let Some(r) = self.rest.strip_prefix("/*") {
+                self.rest = r.split_once("*/").map_or("", |(_, after)| after);
+            } else {
+                break;
+            }
+        }
+        let c = self.rest.chars().next()?;
+        let close = match c {
+            '"' => Some('"'),
+            '`' => Some('`'),
+            '\'' => Some('\''),
+            '[' => Some(']'),
+            _ => None,
+        };
+        if let Some(close) = close {
+            let mut out = String::new();
+            let mut chars = self.rest[1..].char_indices();
+            while let Some((i, ch)) = chars.next() {
+                if ch == close {
+                    // A doubled quote is one quote in the name (not for `[…]`).
+                    if close != ']' && self.rest[1 + i + 1..].starts_with(close) {
+                        out.push(close);
+                        chars.next();
+                        continue;
+                    }
+                    self.rest = &self.rest[1 + i + 1..];
+                    return Some(out);
+                }
+                out.push(ch);
+            }
+            self.rest = "";
+            return Some(out);
+        }
+        let len = self
+            .rest
+            .find(|ch: char| !(ch.is_alphanumeric() || ch == '_' || ch == '$'))
+            .unwrap_or(self.rest.len())
+            .max(c.len_utf8());
+        let (tok, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Some(tok.to_string())
+    }
 }
 
 /// Runs `f` on a private copy of the database at `path` (and its WAL), opened `query_only` with
@@ -486,14 +589,7 @@ pub fn with_copy<T>(
     let conn = rusqlite::Connection::open(&db).map_err(|e| sql_error(path, "open", e))?;
     harden(&conn).map_err(|e| sql_error(path, "open", e))?;
     crate::rules::views::register_functions(&conn).map_err(|e| sql_error(path, "open", e))?;
-    let found = schema_sql(&conn).map_err(|e| sql_error(path, "reading its schema", e))?;
-    if !found.is_empty() {
-        return Err(ReadError::Bad(format!(
-            "{}: the database defines {}: SQL almanac would run on the store's say-so: not read",
-            path.display(),
-            found.join(", ")
-        )));
-    }
+    // The deadline covers the schema's own check too: a hostile schema may be slow to read.
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let handle = conn.get_interrupt_handle();
     let limit = deadline();
@@ -502,7 +598,16 @@ pub fn with_copy<T>(
             handle.interrupt();
         }
     });
-    let out = f(&conn);
+    let out = schema_sql(&conn)
+        .map_err(|e| sql_error(path, "reading its schema", e))
+        .and_then(|found| match found.is_empty() {
+            true => f(&conn),
+            false => Err(ReadError::Bad(format!(
+                "{}: the database defines {}: SQL almanac would run on the store's say-so: not read",
+                path.display(),
+                found.join(", ")
+            ))),
+        });
     drop(stop);
     let _ = watchdog.join();
     drop(conn);
@@ -537,14 +642,20 @@ fn messages_of(
     let mut list = Vec::new();
     let mut bounds = Bounds::default();
     let mut refused = None;
-    let read = each_row(conn, sql, Some(id), json_columns, &mut |row, bytes| {
-        if let Err(why) = bounds.add(bytes) {
-            refused = Some(why);
-            return Ok(false);
-        }
-        list.push(row);
-        Ok(true)
-    });
+    let read = each_row(
+        conn,
+        sql,
+        Some(id),
+        json_columns,
+        &mut |row, (bytes, parsed)| {
+            if let Err(why) = bounds.add(bytes).and_then(|()| bounds.parsed(parsed)) {
+                refused = Some(why);
+                return Ok(false);
+            }
+            list.push(row);
+            Ok(true)
+        },
+    );
     match read {
         Ok(()) => Ok(match refused {
             Some(why) => Messages::Refused(why),
@@ -622,9 +733,36 @@ mod tests {
                 "the generated column `t.b`",
                 "the generated column `t.c`",
                 "the view `v`",
-                "the virtual table `odd` of the module `evil_mod`",
+                "the virtual table `odd` of the module `Evil_Mod`",
             ]
         );
+    }
+
+    #[test]
+    fn a_virtual_tables_module_is_read_as_sqlite_reads_it() {
+        let m = |sql: &str| virtual_module(sql);
+        assert_eq!(m("CREATE TABLE t (x)"), None);
+        assert_eq!(
+            m("CREATE VIRTUAL TABLE d USING fts5(body)"),
+            Some(Some("fts5".into()))
+        );
+        assert_eq!(
+            m("create virtual table if not exists main.\"d\" using \"FTS5\" (x)"),
+            Some(Some("FTS5".into()))
+        );
+        assert_eq!(
+            m("CREATE VIRTUAL TABLE \"a USING fts5\" USING evil(x)"),
+            Some(Some("evil".into()))
+        );
+        assert_eq!(
+            m("CREATE VIRTUAL TABLE a /* USING fts5 */ USING evil(x)"),
+            Some(Some("evil".into()))
+        );
+        assert_eq!(
+            m("CREATE VIRTUAL TABLE a -- USING fts5\n USING [evil] (x)"),
+            Some(Some("evil".into()))
+        );
+        assert_eq!(m("CREATE VIRTUAL TABLE a (x)"), Some(None));
     }
 
     #[test]

@@ -153,3 +153,38 @@ fn in_work_tree(dir: &Path) -> bool {
     let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     real.ancestors().any(|a| a.join(".git").exists())
 }
+
+/// Notes a store file or root inside a project that is not read, and why (`capture sessions` and the
+/// sweep list it; `doctor` shows it).
+pub(super) fn note_refused(
+    rule: &crate::rules::RuleSet,
+    path: &Path,
+    (reason, message): (crate::reason::Reason, String),
+) {
+    super::views::note_error(super::views::StoreError {
+        app: rule.id.clone(),
+        store: path.to_path_buf(),
+        reason,
+        busy: false,
+        message,
+    });
+}
+
+impl InProject {
+    /// Whether a file found under the root (with the files read with it) is read; one that is not is
+    /// noted with why.
+    pub(super) fn keeps(
+        &self,
+        rule: &crate::rules::RuleSet,
+        f: &super::FoundFile,
+        companions: &[PathBuf],
+    ) -> bool {
+        match self.refuse(&f.path, companions) {
+            None => true,
+            Some(why) => {
+                note_refused(rule, &f.path, why);
+                false
+            }
+        }
+    }
+}

@@ -172,7 +172,7 @@ impl<T: WalkItem> Walk<T> {
                             Ok(p) => Some(p),
                             Err(why) => {
                                 let reason = crate::reason::Reason::StoreBehindLink;
-                                note_refused(rule, &root.path, (reason, why));
+                                in_project::note_refused(rule, &root.path, (reason, why));
                                 continue;
                             }
                         }
@@ -296,32 +296,6 @@ impl<T: WalkItem> Walk<T> {
         // Grown by doubling: what is left over is given back (a resize in place, as the list is mapped).
         files.shrink_to_fit();
         (files, stats)
-    }
-}
-
-/// Notes a store file or root inside a project that is not read, and why (`capture sessions` and the
-/// sweep list it; `doctor` shows it).
-fn note_refused(rule: &RuleSet, path: &Path, (reason, message): (crate::reason::Reason, String)) {
-    views::note_error(views::StoreError {
-        app: rule.id.clone(),
-        store: path.to_path_buf(),
-        reason,
-        busy: false,
-        message,
-    });
-}
-
-impl in_project::InProject {
-    /// Whether a file found under the root (with the files read with it) is read; one that is not is
-    /// noted with why.
-    fn keeps(&self, rule: &RuleSet, f: &FoundFile, companions: &[PathBuf]) -> bool {
-        match self.refuse(&f.path, companions) {
-            None => true,
-            Some(why) => {
-                note_refused(rule, &f.path, why);
-                false
-            }
-        }
     }
 }
 

@@ -23,8 +23,9 @@ use windows_sys::Win32::Foundation::{
     HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
-    GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_DIRECTORY,
-    FILE_ATTRIBUTE_REPARSE_POINT, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+    GetDiskFreeSpaceExW, GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT,
 };
 use windows_sys::Win32::System::Console::{
     GetStdHandle, SetConsoleCtrlHandler, SetStdHandle, CTRL_BREAK_EVENT, CTRL_C_EVENT,
@@ -509,17 +510,11 @@ pub fn on_interrupt(f: fn()) {
 /// Free bytes for this user on the volume holding `path`.
 pub fn free_space(path: &Path) -> Option<u64> {
     use std::os::windows::ffi::OsStrExt;
+    use std::ptr::null_mut;
     let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
     let mut avail: u64 = 0;
     // SAFETY: `wide` is NUL-terminated; the two totals not asked for may be null.
-    let ok = unsafe {
-        windows_sys::Win32::Storage::FileSystem::GetDiskFreeSpaceExW(
-            wide.as_ptr(),
-            &mut avail,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
+    let ok = unsafe { GetDiskFreeSpaceExW(wide.as_ptr(), &mut avail, null_mut(), null_mut()) };
     (ok != 0).then_some(avail)
 }
 

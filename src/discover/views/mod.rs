@@ -8,19 +8,23 @@
 //! `index.json` that remembers the store's size, mtime and identity (and its WAL's): a store that kept
 //! them costs no read and no query; a view is rewritten only when its bytes change.
 
+mod copy;
 mod markdown;
 mod project;
 pub mod read;
+mod schema;
 mod slug;
 mod sqlite;
 mod text;
+mod write;
 
 use crate::context::Context;
 use crate::rules::views::ViewSpec;
-use read::{Messages, SessionRead};
+use read::Messages;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use write::{Made, Written};
 
 pub use crate::rules::views::{VIEW_HEADER, VIEW_ID};
 
@@ -226,196 +230,6 @@ fn load_index(dir: &Path) -> Index {
         .unwrap_or_default()
 }
 
-/// What a view's header says, and the store facts it is made from.
-struct Made<'a> {
-    app: &'a str,
-    spec: &'a ViewSpec,
-    store: &'a Path,
-    rel: &'a str,
-    known: &'a [PathBuf],
-    vouched: &'a [(String, PathBuf)],
-    lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
-}
-
-/// What writing a store's views gave so far: the index they are written into, and what could not be
-/// written (almanac's own disk: tried again next time).
-struct Written {
-    next: Index,
-    error: Option<String>,
-    /// The session ids written or refused so far.
-    ids: std::collections::HashSet<String>,
-}
-
-impl Made<'_> {
-    fn header(&self, s: &SessionRead, messages: &[Value]) -> (Value, Option<String>) {
-        let parent = self
-            .spec
-            .parent
-            .as_ref()
-            .and_then(|p| read::text_at(p, &s.session));
-        let input = project::Input {
-            store: self.store,
-            rel: self.rel,
-            id: &s.id,
-            session: &s.session,
-            messages,
-            known: self.known,
-            vouched: self.vouched,
-            lookups: self.lookups,
-        };
-        let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
-            Ok((dir, from)) => (Some(dir), Some(from), None),
-            Err(why) => (None, None, Some(why)),
-        };
-        let header = serde_json::json!({
-            VIEW_HEADER: {
-                "version": VIEW_VERSION,
-                "app": self.app,
-                "format": self.spec.format.name(),
-                "store": self.store.to_string_lossy(),
-                "session_id": s.id,
-                "project": project,
-                "project_from": from,
-                "unplaced": unplaced,
-                "parent": parent,
-                "subagent": parent.is_some(),
-            },
-            "session": s.session,
-        });
-        (header, project)
-    }
-
-    /// Writes one session's view into `dir` (a session the read did not query again keeps its
-    /// messages) and indexes it; a session past a bound is indexed as refused, with no view.
-    fn write_one(&self, dir: &Path, mut s: SessionRead, out: &mut Written) {
-        // A store that lists one id twice: the first is the session.
-        if !out.ids.insert(s.id.clone()) {
-            return;
-        }
-        let file = file_name(&s.id);
-        let path = dir.join(&file);
-        let messages = match std::mem::replace(&mut s.messages, Messages::Unchanged) {
-            Messages::Read(m) => m,
-            Messages::Unchanged => match old_messages(&path) {
-                Some(m) => m,
-                None => return,
-            },
-            Messages::Refused(why) => {
-                out.next.refused.push((s.id, why));
-                return;
-            }
-        };
-        let (header, project) = self.header(&s, &messages);
-        let bytes = match self.bytes(&header, &messages) {
-            Ok(b) => b,
-            Err(why) => {
-                out.next.refused.push((s.id, why));
-                return;
-            }
-        };
-        drop(messages);
-        if let Err(e) = write_if_changed(&path, &bytes) {
-            out.error = Some(format!(
-                "{}: writing the view failed on almanac's own disk: {e}",
-                path.display()
-            ));
-            return;
-        }
-        out.next.sessions.push(Indexed {
-            id: s.id,
-            file,
-            updated: s.updated,
-            project,
-        });
-    }
-
-    /// The view's bytes: the header, then each message with its id first; the bound of one session
-    /// that its messages pass, if they do.
-    fn bytes(&self, header: &Value, messages: &[Value]) -> Result<Vec<u8>, String> {
-        let mut out = serde_json::to_vec(header).unwrap_or_default();
-        out.push(b'\n');
-        let mut bounds = read::Bounds::default();
-        let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-        for m in messages {
-            let base = self
-                .spec
-                .message_id
-                .as_ref()
-                .and_then(|p| read::text_at(p, m))
-                .unwrap_or_else(|| {
-                    let h = crate::rules::views::HashAlgo::Sha256.hex(&m.to_string());
-                    format!("c-{}", &h[..16])
-                });
-            if self
-                .spec
-                .drop_message_ids
-                .as_ref()
-                .is_some_and(|re| re.is_match(&base))
-            {
-                continue;
-            }
-            let n = seen.entry(base.clone()).or_insert(0);
-            *n += 1;
-            let id = if *n == 1 { base } else { format!("{base}~{n}") };
-            let before = out.len();
-            message_line(&mut out, &id, m);
-            bounds.add((out.len() - before) as u64)?;
-        }
-        Ok(out)
-    }
-}
-
-/// `{"almanac_id":"<id>", ...the message's members}` (a message that is not an object is `value`).
-fn message_line(out: &mut Vec<u8>, id: &str, m: &Value) {
-    out.extend_from_slice(b"{\"");
-    out.extend_from_slice(VIEW_ID.as_bytes());
-    out.extend_from_slice(b"\":");
-    out.extend_from_slice(serde_json::to_string(id).unwrap_or_default().as_bytes());
-    let rest = match m {
-        Value::Object(o) => {
-            let mut o = o.clone();
-            o.remove(VIEW_ID);
-            serde_json::to_vec(&Value::Object(o)).unwrap_or_default()
-        }
-        other => serde_json::to_vec(&serde_json::json!({ "value": other })).unwrap_or_default(),
-    };
-    if rest.len() > 2 {
-        out.push(b',');
-        out.extend_from_slice(&rest[1..]);
-    } else {
-        out.push(b'}');
-    }
-    out.push(b'\n');
-}
-
-/// Writes `bytes` to `path` unless it already holds them (a view kept byte for byte keeps its size,
-/// mtime and identity, so the caches after it see nothing new).
-fn write_if_changed(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Ok(m) = std::fs::metadata(path) {
-        if m.len() == bytes.len() as u64 && std::fs::read(path).is_ok_and(|old| old == bytes) {
-            return Ok(());
-        }
-    }
-    crate::util::atomic::write_atomic(path, bytes)
-}
-
-/// The messages of a view as written (for a session a sqlite read did not query again).
-fn old_messages(path: &Path) -> Option<Vec<Value>> {
-    let bytes = std::fs::read(path).ok()?;
-    let mut out = Vec::new();
-    for line in bytes.split(|b| *b == b'\n').skip(1) {
-        if line.is_empty() {
-            continue;
-        }
-        let mut v: Value = serde_json::from_slice(line).ok()?;
-        if let Value::Object(o) = &mut v {
-            o.remove(VIEW_ID);
-        }
-        out.push(v);
-    }
-    Some(out)
-}
-
 /// The views of one store file (`rel`: its path relative to its root), made again when the store
 /// changed since the last read.
 pub fn views_of(
@@ -498,27 +312,7 @@ pub fn views_of(
         made.write_one(&dir, s, &mut written);
     });
     if let Err(e) = read {
-        // The last read's views stay (nothing is lost; a view this read rewrote holds the newer
-        // messages). A store at fault is not read again until it changes; one caught being written,
-        // or one almanac's own disk failed, is read again on the next sweep.
-        if e.transient() {
-            return index.views(&dir, Some((true, e.to_string())));
-        }
-        // Views this read wrote for sessions the last one did not have are in no index: removed.
-        let kept: std::collections::HashSet<&str> =
-            index.sessions.iter().map(|s| s.file.as_str()).collect();
-        for new in &written.next.sessions {
-            if !kept.contains(new.file.as_str()) {
-                let _ = std::fs::remove_file(dir.join(&new.file));
-            }
-        }
-        let failed = Index {
-            store: store.to_string_lossy().into_owned(),
-            failed: Some((stamp, e.to_string())),
-            ..index
-        };
-        let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
-        return failed.views(&dir, None);
+        return index.after_failed_read(&dir, (store, stamp), &written.next, e);
     }
     let Written { next, error, .. } = written;
     if let Some(e) = error {
@@ -544,6 +338,36 @@ pub fn views_of(
 }
 
 impl Index {
+    /// The views after a read that failed: the last read's stay (nothing is lost; a view this read
+    /// rewrote holds the newer messages). A store at fault is remembered and not read again until it
+    /// changes; one caught being written, or one almanac's own disk failed, is read again next sweep.
+    fn after_failed_read(
+        self,
+        dir: &Path,
+        (store, stamp): (&Path, String),
+        wrote: &Index,
+        e: read::ReadError,
+    ) -> StoreViews {
+        if e.transient() {
+            return self.views(dir, Some((true, e.to_string())));
+        }
+        // Views this read wrote for sessions the last one did not have are in no index: removed.
+        let kept: std::collections::HashSet<&str> =
+            self.sessions.iter().map(|s| s.file.as_str()).collect();
+        for new in &wrote.sessions {
+            if !kept.contains(new.file.as_str()) {
+                let _ = std::fs::remove_file(dir.join(&new.file));
+            }
+        }
+        let failed = Index {
+            store: store.to_string_lossy().into_owned(),
+            failed: Some((stamp, e.to_string())),
+            ..self
+        };
+        let _ = crate::util::atomic::write_json_atomic(&dir.join(INDEX), &failed);
+        failed.views(dir, None)
+    }
+
     /// The views this index lists that are there, and why the store or its sessions could not be read:
     /// `now` (this read's), else the failure it remembers; then each session refused for a bound.
     fn views(&self, dir: &Path, now: Option<(bool, String)>) -> StoreViews {
@@ -692,13 +516,13 @@ mod tests {
     #[test]
     fn a_message_line_starts_with_its_id() {
         let mut out = Vec::new();
-        message_line(
+        write::message_line(
             &mut out,
             "m\"1",
             &serde_json::json!({"role": "user", "almanac_id": "x"}),
         );
-        message_line(&mut out, "m2", &serde_json::json!({}));
-        message_line(&mut out, "m3", &serde_json::json!("text"));
+        write::message_line(&mut out, "m2", &serde_json::json!({}));
+        write::message_line(&mut out, "m3", &serde_json::json!("text"));
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], r#"{"almanac_id":"m\"1","role":"user"}"#);

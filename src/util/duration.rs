@@ -61,6 +61,16 @@ pub fn format_size(n: u64) -> String {
     format!("{n} bytes")
 }
 
+/// A size as a person reads it, to a tenth of its unit (`2.3 GiB`, `81.0 MiB`, `512 bytes`): for sizes
+/// that are not a bound (`format_size` writes those exactly).
+pub fn approx_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

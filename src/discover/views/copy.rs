@@ -48,10 +48,8 @@ impl Drop for Scratch {
     }
 }
 
-pub(super) fn wal_of(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push("-wal");
-    PathBuf::from(s)
+fn wal_of(path: &Path) -> PathBuf {
+    super::beside(path, "-wal")
 }
 
 /// (size, mtime) of the database and of its WAL (None when there is none).
@@ -129,20 +127,12 @@ fn remove_stale(scratch: &Path) {
 /// Almanac's own disk failed a copy: read again on the next sweep, the words naming the disk's free space.
 pub(super) fn local(dir: &Path, what: &str, e: &dyn std::fmt::Display) -> ReadError {
     let free = crate::platform::free_space(dir)
-        .map(|n| format!("{} free", human_size(n)))
+        .map(|n| format!("{} free", crate::util::duration::approx_size(n)))
         .unwrap_or_else(|| "free space unknown".into());
     ReadError::Local(format!(
         "almanac's own disk failed {what} in {} ({free}): {e}; nothing is wrong with the store",
         dir.display()
     ))
-}
-
-pub(super) fn human_size(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n => format!("{n} bytes"),
-    }
 }
 
 /// What is wrong with the database's files as they are, before any byte is copied: a sparse file, a
@@ -162,16 +152,16 @@ fn refuse_files(path: &Path) -> Result<u64, ReadError> {
     if wal_len > WAL_FLOOR.max(db.len().saturating_mul(WAL_FACTOR)) {
         return Err(bad(format!(
             "its WAL ({}) is more than {WAL_FACTOR} times the database ({}), not one an app wrote",
-            human_size(wal_len),
-            human_size(db.len())
+            crate::util::duration::approx_size(wal_len),
+            crate::util::duration::approx_size(db.len())
         )));
     }
     let need = db.len().saturating_add(wal_len);
     if need > max_copy() {
         return Err(bad(format!(
             "the database and its WAL ({}) are more than almanac copies of one store ({})",
-            human_size(need),
-            human_size(max_copy())
+            crate::util::duration::approx_size(need),
+            crate::util::duration::approx_size(max_copy())
         )));
     }
     Ok(need)
@@ -186,8 +176,8 @@ fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
         if free < need.saturating_add(FREE_MARGIN) {
             let e = format!(
                 "the copy needs {} and {} more must stay free",
-                human_size(need),
-                human_size(FREE_MARGIN)
+                crate::util::duration::approx_size(need),
+                crate::util::duration::approx_size(FREE_MARGIN)
             );
             return Err(local(dir, "a copy of the store", &e));
         }
@@ -212,7 +202,7 @@ fn copy_store(path: &Path, dir: &Path) -> Result<PathBuf, ReadError> {
                 return Err(ReadError::Bad(format!(
                     "{}: grew past almanac's copy budget of {} while it was copied: not read",
                     path.display(),
-                    human_size(max_copy())
+                    crate::util::duration::approx_size(max_copy())
                 )))
             }
         }

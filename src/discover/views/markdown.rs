@@ -99,7 +99,7 @@ impl Blocks<'_> {
     fn oversized(&mut self, max: u64) {
         if let Some(s) = self.current.as_mut() {
             if s.refused.is_none() {
-                s.refused = self.bounds.set(0, max.saturating_add(1)).err();
+                s.refused = Some(super::read::too_large(max));
                 s.blocks = Vec::new();
             }
         }

@@ -92,13 +92,18 @@ pub fn file_stamp(p: &Path) -> String {
             .map_or(0, |d| d.as_nanos());
         Some(format!("{}:{mtime}:{}:{}", m.len(), id.0, id.1))
     };
-    let mut wal = p.as_os_str().to_owned();
-    wal.push("-wal");
     format!(
         "{} wal={}",
         part(p).unwrap_or_default(),
-        part(Path::new(&wal)).unwrap_or_default()
+        part(&beside(p, "-wal")).unwrap_or_default()
     )
+}
+
+/// The file SQLite keeps beside a database: its path with `suffix` (`-wal`, `-journal`) appended.
+pub(super) fn beside(db: &Path, suffix: &str) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
 }
 
 /// The files read with a store file, beside it: a database's WAL (its frames are replayed over the
@@ -109,11 +114,7 @@ pub fn companions(spec: &ViewSpec, store: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     match &spec.format {
         ViewFormat::Sqlite { .. } => {
-            for suffix in ["-wal", "-journal"] {
-                let mut p = store.as_os_str().to_owned();
-                p.push(suffix);
-                out.push(PathBuf::from(p));
-            }
+            out.extend(["-wal", "-journal"].map(|suffix| beside(store, suffix)));
         }
         ViewFormat::Markdown(md) => {
             if let Some(i) = &md.input {

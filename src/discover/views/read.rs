@@ -148,9 +148,7 @@ impl Bounds {
             ));
         }
         if self.messages > MAX_MESSAGES {
-            return Err(format!(
-                "the session holds more than {MAX_MESSAGES} messages, almanac's bound for one session: not read"
-            ));
+            return Err(too_many(MAX_MESSAGES));
         }
         if self.bytes > self.max_bytes {
             return Err(too_large(self.max_bytes));
@@ -189,7 +187,13 @@ pub fn parsed_cost(json: &[u8]) -> u64 {
     cost
 }
 
-fn too_large(max: u64) -> String {
+/// The words for a session of more than `max` messages.
+pub fn too_many(max: usize) -> String {
+    format!("the session holds more than {max} messages, almanac's bound for one session: not read")
+}
+
+/// The words for a session of more than `max` bytes of messages.
+pub fn too_large(max: u64) -> String {
     format!(
         "the session holds more than {} of messages, almanac's bound for one session: not read",
         crate::util::duration::format_size(max)
@@ -333,10 +337,7 @@ impl From<String> for DocError {
 /// first, so a document of many tiny messages costs its own size, not many times it.
 fn document(messages: &JsonPath, bytes: &[u8]) -> Result<(Value, Messages), DocError> {
     use serde_json::value::RawValue;
-    let over = || {
-        let mut b = Bounds::default();
-        Messages::Refused(b.set(MAX_MESSAGES + 1, 0).err().unwrap_or_default())
-    };
+    let over = || Messages::Refused(too_many(MAX_MESSAGES));
     let cost = parsed_cost(bytes);
     let each = |list: Vec<&RawValue>| -> Result<Messages, String> {
         if list.len() > MAX_MESSAGES {

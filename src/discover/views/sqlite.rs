@@ -6,7 +6,6 @@
 //! The database is a stranger's data: no SQL it holds runs (`schema`), and its copy is bounded
 //! (`copy`). Each session is handed on as it is read, its rows counted against the bounds of one session.
 
-use super::copy::human_size;
 use super::read::{session_id, text_at, Bounds, Messages, ReadError, SessionRead, Sink};
 use super::schema::{harden, schema_sql, MAX_LENGTH};
 use crate::rules::views::ViewSpec;
@@ -50,14 +49,12 @@ fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> ReadError {
 /// Whether a database that reads as corrupt may be one caught mid-write: it changed within `SETTLED`,
 /// or a rollback journal is beside it.
 fn being_written(path: &Path) -> bool {
-    let mut journal = path.as_os_str().to_owned();
-    journal.push("-journal");
     let recent = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_none_or(|age| age < SETTLED);
-    recent || std::fs::symlink_metadata(Path::new(&journal)).is_ok()
+    recent || std::fs::symlink_metadata(super::beside(path, "-journal")).is_ok()
 }
 
 /// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON, or
@@ -234,7 +231,7 @@ fn messages_of(
         Err(QueryError::Sql(e)) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::TooBig) => {
             Ok(Messages::Refused(format!(
                 "a value of the session is longer than {} (almanac's bound for one value): not read",
-                human_size(MAX_LENGTH as u64)
+                crate::util::duration::approx_size(MAX_LENGTH as u64)
             )))
         }
         Err(e) => Err(e.into_read(path, "the messages query")),

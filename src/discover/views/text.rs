@@ -19,9 +19,7 @@ pub fn messages(block: &Regex, bytes: &[u8], max: usize) -> Result<Vec<Value>, S
         let line = raw.trim_end_matches(['\n', '\r']);
         if let Some(c) = block.captures(line) {
             if out.len() == max {
-                return Err(format!(
-                    "the session holds more than {max} messages, almanac's bound for one session: not read"
-                ));
+                return Err(super::read::too_many(max));
             }
             let role = c.get(1).map_or("", |g| g.as_str()).to_string();
             out.push((at, Some(role), String::new()));

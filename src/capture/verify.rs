@@ -21,9 +21,10 @@
 //! - the paths the index marks assume-unchanged or skip-worktree (`git ls-files -v`): a path newly
 //!   marked during the run had its changes hidden from `git status`, and is listed.
 //!
-//! - what git ignores (`ls-files --others --ignored`): when the run changed an ignore file (a
-//!   `.gitignore`, `info/exclude`, the config's `core.excludesFile`), every file ignored now that was not
-//!   before is listed too, so a file the agent adds and hides is seen.
+//! - what git ignores (`ls-files --others --ignored`): a file ignored after the run and not before is
+//!   listed when the ignore file that makes it so (`check-ignore -v`) changed during the run or is itself
+//!   newly ignored, so a file the agent adds and hides is seen (`newly_ignored`);
+//! - whether git can still read the repository: when it cannot after the run, `.git` is listed.
 //!
 //! Not covered: files git ignored before the run (`.gitignore`, the user's global excludes); the work trees of
 //! submodules (their recorded commit is compared); refs, the reflog and objects (a commit is judged by

@@ -157,6 +157,37 @@ fn read_prompt(path: &str) -> Result<String, String> {
     }
 }
 
+/// The most of a run's conversation file read to check it (a part is chunked far below this).
+const MAX_RUN_CONVERSATION_BYTES: u64 = 256 << 20;
+
+/// The run's conversation (`runs/<run-id>.transcript.md`) is the one queued: the agent of an earlier run
+/// may write under `.almanac/`, and what the agent reads decides what the cursor moves past.
+fn check_conversation(path: &Path, want: &str) -> Result<(), String> {
+    use sha2::Digest;
+    let changed = |why: String| {
+        format!(
+            "{}: {} {why}; no agent was started, and the next sweep queues this part again",
+            crate::reason::Reason::AgentWroteControlFile,
+            path.display()
+        )
+    };
+    let f = crate::util::untrusted::open_regular(path).map_err(|e| changed(e.to_string()))?;
+    let mut h = sha2::Sha256::new();
+    let n = std::io::copy(
+        &mut std::io::Read::take(f, MAX_RUN_CONVERSATION_BYTES + 1),
+        &mut h,
+    )
+    .map_err(|e| changed(format!("cannot be read: {e}")))?;
+    let got = format!("sha256:{}", crate::util::ids::hex(&h.finalize()));
+    match n <= MAX_RUN_CONVERSATION_BYTES && got == want {
+        true => Ok(()),
+        false => Err(changed(
+            "is not the conversation that was queued (changed since, by an agent of an earlier run?)"
+                .into(),
+        )),
+    }
+}
+
 /// Runs `def` for one capture run: fills the placeholders from the run record and the prompt file,
 /// generates a preset session id when the profile says the agent accepts one, logs the argv (prompt
 /// redacted) and the outcome to `log`, and runs the agent. `on_session` hears each session id learned:
@@ -192,8 +223,28 @@ pub fn invoke(
             };
         }
     }
+    let conversation = crate::ledger::record::conversation_path(
+        &crate::ledger::runs_dir(Path::new(&record.repo_root)),
+        &record.run_id,
+    );
+    if let Some(want) = &record.conversation_sha256 {
+        if let Err(error) = check_conversation(&conversation, want) {
+            let _ = writeln!(w, "{} almanac: {error}", now_iso());
+            return Outcome {
+                prompt_changed: true,
+                ..Outcome::not_started(error)
+            };
+        }
+    }
     let mut vars: HashMap<&str, String> = HashMap::new();
     vars.insert("prompt", prompt_text);
+    vars.insert(
+        "conversation",
+        match record.conversation_sha256 {
+            Some(_) => conversation.display().to_string(),
+            None => record.transcript_path.clone(),
+        },
+    );
     vars.insert("prompt_file", record.prompt_path.clone());
     vars.insert("transcript", record.transcript_path.clone());
     vars.insert("repo", record.repo_root.clone());

@@ -4,11 +4,11 @@
 pub mod agent;
 mod agent_io;
 pub mod breaker;
+pub mod conversation;
 mod held;
 pub mod logs;
 pub mod orphan;
 pub mod prompt;
-mod readable;
 pub mod slots;
 mod trust;
 pub mod verify;
@@ -51,8 +51,9 @@ pub struct RunSpec<'a> {
     pub manual: Option<Manual>,
     /// Where the transcript came from (a fork, copied lines), for the prompt.
     pub context: Option<&'a str>,
-    /// The rule set of a view (`discover::views`): the run gets the conversation as readable text.
-    pub view_rule: Option<&'a crate::rules::RuleSet>,
+    /// The rule set to render the conversation with (`conversation`): the agent reads that. None (a
+    /// rule set without `turns`): the prompt points at the transcript alone.
+    pub render_with: Option<&'a crate::rules::RuleSet>,
 }
 
 /// Writes the prompt and a `queued` run record. The caller records the run in the ledger (same lock).
@@ -101,11 +102,23 @@ pub fn queue(
         wrote_outside_wiki: None,
         also_changed_during_run: None,
         prompt_sha256: None,
+        conversation_sha256: None,
     };
-    let readable = match spec.view_rule {
+    let mut record = record;
+    let conversation = match spec.render_with {
         Some(rule) => {
-            let out = crate::ledger::record::transcript_copy_path(&runs, &run_id);
-            readable::write(rule, spec.transcript, &out)?;
+            let out = crate::ledger::record::conversation_path(&runs, &run_id);
+            let part = conversation::Part {
+                rule,
+                transcript: spec.transcript,
+                session_id: spec.session_id,
+                from_line: spec.from_line,
+                to_line: spec.to_line,
+                from_byte: spec.from_byte,
+                to_byte: spec.to_byte,
+            };
+            let (_, hash) = conversation::write_file(&part, &out)?;
+            record.conversation_sha256 = Some(hash);
             Some(out)
         }
         None => None,
@@ -116,9 +129,9 @@ pub fn queue(
         &record,
         spec.summary,
         spec.context,
-        readable.as_deref(),
+        conversation.as_deref(),
+        spec.render_with.is_some_and(|r| r.reads_views()),
     );
-    let mut record = record;
     record.prompt_sha256 = Some(prompt::digest(&text));
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;
     run::write(&runs, &record)?;

@@ -229,12 +229,17 @@ pub fn trust_exactly(
     })
 }
 
+/// The prompt of `run`: the instructions, where the conversation is and which part to capture, where
+/// it came from (`context`), which chunk it is, and a summary of the part. `conversation`: the rendering
+/// the agent reads (`capture::conversation`), of a view (`views`: its messages are numbered) or of a
+/// JSONL transcript (whose lines its entries cite); None: the prompt points at the transcript alone.
 pub fn render(
     template: &str,
     run: &RunRecord,
     summary: Option<&crate::turns::PartSummary>,
     context: Option<&str>,
-    readable: Option<&Path>,
+    conversation: Option<&Path>,
+    views: bool,
 ) -> String {
     let mut p = template.trim_end().to_string();
     p.push_str("\n\n");
@@ -243,9 +248,16 @@ pub fn render(
         "The repository is {}; its wiki is {}/.almanac/.\n",
         run.repo_root, run.repo_root
     ));
-    match readable {
-        Some(path) => p.push_str(&messages_range(run, path)),
-        None => p.push_str(&lines_range(run)),
+    match conversation {
+        Some(path) if views => p.push_str(&messages_range(run, path)),
+        Some(path) => {
+            p.push_str(&rendered(run, path));
+            p.push_str(&lines_range(run));
+        }
+        None => {
+            p.push_str(&transcript_is(run));
+            p.push_str(&lines_range(run));
+        }
     }
     if let Some(c) = context {
         p.push_str(c);
@@ -279,18 +291,40 @@ pub fn render(
         if !s.tools.is_empty() {
             p.push_str(&format!(" Tools used: {}.", s.tools.join(", ")));
         }
-        p.push_str(" (A summary only: read the transcript itself.)\n");
+        p.push_str(match conversation {
+            Some(_) => " (A summary only: read the conversation itself.)\n",
+            None => " (A summary only: read the transcript itself.)\n",
+        });
     }
     p.push_str(&format!("\n{MARKER} {}\n", run.run_id));
     p
 }
 
-/// Where the transcript is and which of its lines to capture.
-fn lines_range(run: &RunRecord) -> String {
-    let mut p = format!(
+fn transcript_is(run: &RunRecord) -> String {
+    format!(
         "This transcript is from app {}, session {}:\n  {}\n\n",
         run.app, run.session_id, run.transcript_path
-    );
+    )
+}
+
+/// The transcript, and the rendering of its new part the agent reads.
+fn rendered(run: &RunRecord, conversation: &Path) -> String {
+    format!(
+        "{}almanac rendered the part to capture as readable text; read it:\n  {}\nIt holds the whole new \
+         part (lines {} to {}) in full: every prompt and answer, each tool call with its main argument, the \
+         start and size of each tool result, and, for context, the session's earlier prompts. Each entry \
+         names its line in the transcript ([L123] is line 123); open the transcript at that line only for \
+         what an entry shows cut.\n\n",
+        transcript_is(run),
+        conversation.display(),
+        run.from_line,
+        run.to_line
+    )
+}
+
+/// Where the transcript is and which of its lines to capture.
+fn lines_range(run: &RunRecord) -> String {
+    let mut p = String::new();
     if run.from_start == Some(true) {
         p.push_str(&format!(
             "This capture was asked to start over from line 1 (`almanac capture now --from-start`): capture \
@@ -327,7 +361,8 @@ fn messages_range(run: &RunRecord, path: &Path) -> String {
     let first = run.from_line.saturating_sub(1).max(1);
     let last = run.to_line.saturating_sub(1);
     let mut p = format!(
-        "This conversation is from app {}, session {}; almanac wrote it out as numbered messages in:\n  {}\n\n",
+        "This conversation is from app {}, session {}; almanac wrote it out as readable text, each entry \
+         naming its message ([M12] is message 12), in:\n  {}\n\n",
         run.app,
         run.session_id,
         path.display()

@@ -179,6 +179,9 @@ pub(super) enum CaptureCommand {
         /// Read the file with this app's rule set, even outside its stores.
         #[arg(long, value_name = "ID")]
         app: Option<String>,
+        /// The conversation a capture run of the lines after --since-line reads, as almanac renders it.
+        #[arg(long, conflicts_with_all = ["latest"])]
+        conversation: bool,
         #[arg(long)]
         json: bool,
     },

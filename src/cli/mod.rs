@@ -147,6 +147,7 @@ fn capture_command(
             latest,
             max_turns,
             app,
+            conversation,
             ..
         } => {
             let catalog = load_catalog(cx, rules_dir)?;
@@ -156,6 +157,7 @@ fn capture_command(
                 latest,
                 max_turns,
                 app: app.as_deref(),
+                conversation,
             };
             turns_cmds::turns(&catalog, cx, args, out)
         }

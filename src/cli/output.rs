@@ -99,16 +99,26 @@ pub fn sweep_human(s: &Summary, out: &mut Out) {
     if s.stats.unreadable > 0 {
         out.line(&format!("  unreadable entries: {}", s.stats.unreadable));
     }
+    if !s.started.is_empty() {
+        out.line(&format!(
+            "  estimated tokens: {} (what the agents read: each run's rendered conversation and prompt)",
+            s.totals.estimated_tokens
+        ));
+    }
     for item in &s.started {
         out.line(&format!(
-            "  - {verb} {} {} in {}: lines {}-{} (bytes {}-{})",
+            "  - {verb} {} {} in {}: lines {}-{} (bytes {}-{}){}, about {} tokens",
             item.app,
             item.session_id,
             item.repo_root,
             item.from_line,
             item.to_line,
             item.from_byte,
-            item.to_byte
+            item.to_byte,
+            item.chunk
+                .map(|(i, n)| format!(", chunk {i} of {n}"))
+                .unwrap_or_default(),
+            item.estimated_tokens
         ));
     }
     for item in &s.needs_attention {

@@ -19,6 +19,8 @@ pub struct TurnsArgs<'a> {
     pub max_turns: usize,
     /// `--app`: the rule set to read it with, even outside its stores.
     pub app: Option<&'a str>,
+    /// `--conversation`: the rendering a capture run of the part after `since_line` reads.
+    pub conversation: bool,
 }
 
 pub fn turns(
@@ -33,6 +35,7 @@ pub fn turns(
         latest,
         max_turns,
         app,
+        conversation,
     } = a;
     if max_turns == 0 {
         return Err(Failure::Usage("--max-turns: must be at least 1".into()));
@@ -44,6 +47,9 @@ pub fn turns(
             m.rule.id, m.rule.origin
         )));
     };
+    if conversation {
+        return render_conversation(m.rule, cx, &file, since_line, out);
+    }
     let f = discover::open_transcript(&file.path)
         .map_err(|e| Failure::Other(format!("{}: {e}", file.path.display())))?;
     let opts = Options {
@@ -96,6 +102,75 @@ pub fn turns(
         },
     );
     Ok(EXIT_OK)
+}
+
+/// `capture turns --conversation`: what a capture run of the complete lines after `since_line` reads.
+fn render_conversation(
+    rule: &crate::rules::RuleSet,
+    cx: &Context,
+    file: &discover::FoundFile,
+    since_line: u64,
+    out: &mut Out,
+) -> Result<i32, Failure> {
+    let failed = |e: std::io::Error| Failure::Other(format!("{}: {e}", file.path.display()));
+    let (from_byte, to_line, to_byte) = line_bounds(&file.path, since_line).map_err(failed)?;
+    if to_line <= since_line {
+        return Err(Failure::Other(format!(
+            "{}: no complete line after line {since_line}",
+            file.path.display()
+        )));
+    }
+    let mut mapper = discover::repo::RepoMapper::new(&cx.almanac_home);
+    let ex = discover::examine(rule, file, &mut mapper);
+    let sid = ex.session_id.as_deref().unwrap_or("(unknown)");
+    let part = crate::capture::conversation::Part {
+        rule,
+        transcript: &file.path,
+        session_id: sid,
+        from_line: since_line + 1,
+        to_line,
+        from_byte,
+        to_byte,
+    };
+    let mut text = Vec::new();
+    let w = crate::capture::conversation::write(&part, &mut text).map_err(failed)?;
+    let text = String::from_utf8_lossy(&text);
+    let path = file.path.display().to_string();
+    out.emit(
+        || {
+            serde_json::json!({
+                "ok": true,
+                "transcriptPath": path,
+                "app": rule.id,
+                "fromLine": since_line + 1,
+                "toLine": to_line,
+                "fromByte": from_byte,
+                "toByte": to_byte,
+                "bytes": w.bytes,
+                "partBytes": w.part_bytes,
+                "shown": w.shown,
+                "conversation": text,
+            })
+        },
+        |out| out.line(text.trim_end()),
+    );
+    Ok(EXIT_OK)
+}
+
+/// Where line `after` ends, and the last complete line and where it ends.
+fn line_bounds(path: &Path, after: u64) -> std::io::Result<(u64, u64, u64)> {
+    let mut lines = crate::util::lines::LineReader::new(discover::open_transcript(path)?);
+    let (mut from, mut last, mut end) = (0, 0, 0);
+    while let Some(l) = lines.next_line()? {
+        if !l.terminated {
+            break;
+        }
+        if l.number == after {
+            from = l.end;
+        }
+        (last, end) = (l.number, l.end);
+    }
+    Ok((from.min(end), last, end))
 }
 
 fn print_turn(r: &TurnRecord, out: &mut Out) {

@@ -64,6 +64,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "prompt_file",
     "session_id",
     "transcript",
+    "conversation",
     "repo",
     "wiki",
     "key_dir",

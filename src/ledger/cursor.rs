@@ -48,7 +48,33 @@ pub fn scan_chunked<R: Read>(
     hash: bool,
     chunk_bytes: Option<u64>,
 ) -> io::Result<Scan> {
-    scan_lines(r, cursor, hash, chunk_bytes, None)
+    let cut = match chunk_bytes {
+        Some(b) => Cut::Bytes(b),
+        None => Cut::None,
+    };
+    scan_lines(r, cursor, hash, cut, None)
+}
+
+/// Where a scan cuts the part after the cursor into chunks, each ending on a newline.
+pub enum Cut<'a> {
+    None,
+    /// Chunks of at least this many bytes (a single longer line is a chunk of its own).
+    Bytes(u64),
+    /// After a line when this says so: it is handed each complete line after the cursor as `OnLine`
+    /// is (its bytes, the offset past its newline, its number from the cursor).
+    By(&'a mut dyn FnMut(&[u8], u64, u64) -> bool),
+}
+
+impl Cut<'_> {
+    /// Whether a chunk ends after line `n` (from the cursor), whose bytes are `line` and which ends at
+    /// `end`, the last chunk having ended at `last`.
+    fn after(&mut self, line: &[u8], end: u64, n: u64, last: u64) -> bool {
+        match self {
+            Cut::None => false,
+            Cut::Bytes(cb) => end - last >= *cb,
+            Cut::By(f) => f(line, end, n),
+        }
+    }
 }
 
 /// Each complete line after the cursor as a scan finds it: its bytes as `util::lines::LineReader` gives
@@ -57,13 +83,13 @@ pub fn scan_chunked<R: Read>(
 /// (1-based), and whether a chunk ends after it.
 pub type OnLine<'a> = &'a mut dyn FnMut(&[u8], u64, u64, bool);
 
-/// As `scan_chunked`, also handing each complete line after the cursor to `on_line` in the same pass:
-/// what reads the lines need not read the file again.
+/// As `scan_chunked`, cutting chunks as `cut` says and handing each complete line after the cursor to
+/// `on_line` in the same pass: what reads the lines need not read the file again.
 pub fn scan_lines<R: Read>(
     mut r: R,
     cursor: u64,
     hash: bool,
-    chunk_bytes: Option<u64>,
+    mut cut: Cut<'_>,
     mut on_line: Option<OnLine>,
 ) -> io::Result<Scan> {
     let mut carry = Carry::default();
@@ -74,21 +100,11 @@ pub fn scan_lines<R: Read>(
     let mut buf = crate::util::lines::ReadBuffer::new(64 * 1024);
     let mut hasher = Sha256::new();
     let mut pos: u64 = 0;
-    let mut at_cursor: Option<Sha256> = if cursor == 0 {
-        Some(Sha256::new())
-    } else {
-        None
-    };
+    let mut at_cursor: Option<Sha256> = (cursor == 0).then(Sha256::new);
     let mut at_end = Sha256::new();
     let mut complete_end = cursor;
     let mut new_lines = 0;
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+    while let Some(n) = read_some(&mut r, &mut buf)? {
         let mut chunk = &buf[..n];
         // Bytes before the cursor only feed the hash.
         if pos < cursor {
@@ -106,17 +122,25 @@ pub fn scan_lines<R: Read>(
         if chunk.is_empty() {
             continue;
         }
+        // The lines' bytes are needed by whoever is handed them.
+        let lines_wanted = on_line.is_some() || matches!(cut, Cut::By(_));
         match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
                 let mut hashed = 0;
-                match (chunk_bytes, on_line.as_mut()) {
-                    (None, None) => new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64,
-                    (cb, mut each) => {
+                match (&mut cut, on_line.as_mut()) {
+                    (Cut::None, None) => {
+                        new_lines += memchr::memchr_iter(b'\n', chunk).count() as u64
+                    }
+                    (cut, mut each) => {
                         let mut start = 0;
                         for nl in memchr::memchr_iter(b'\n', chunk) {
                             new_lines += 1;
                             let end = pos + nl as u64 + 1;
-                            let boundary = cb.is_some_and(|cb| end - last_boundary >= cb);
+                            let line = match lines_wanted {
+                                true => carry.line(&chunk[start..nl]),
+                                false => &[],
+                            };
+                            let boundary = cut.after(line, end, new_lines, last_boundary);
                             if boundary {
                                 let mut h = String::new();
                                 if hash {
@@ -128,13 +152,13 @@ pub fn scan_lines<R: Read>(
                                 last_boundary = end;
                             }
                             if let Some(f) = each.as_mut() {
-                                f(carry.line(&chunk[start..nl]), end, new_lines, boundary);
+                                f(line, end, new_lines, boundary);
                             }
                             start = nl + 1;
                         }
                     }
                 }
-                if on_line.is_some() {
+                if lines_wanted {
                     carry.keep(&chunk[last + 1..]);
                 }
                 if hash {
@@ -145,7 +169,7 @@ pub fn scan_lines<R: Read>(
                 complete_end = pos + last as u64 + 1;
             }
             None => {
-                if on_line.is_some() {
+                if lines_wanted {
                     carry.keep(chunk);
                 }
                 if hash {
@@ -175,6 +199,18 @@ pub fn scan_lines<R: Read>(
         bytes_read: pos,
         boundaries: trim(boundaries, complete_end),
     })
+}
+
+/// The next read into `buf`, retried when interrupted; None at the end.
+fn read_some<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        match r.read(buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A line begun in an earlier buffer: its bytes (while they fit `MAX_LINE_BYTES`) and its length.
@@ -309,7 +345,7 @@ mod tests {
                 s,
                 0,
                 true,
-                None,
+                Cut::None,
                 Some(&mut |l, end, n, _| out.push((l.to_vec(), end, n))),
             )
             .map(|scan| (scan.new_lines, scan.complete_end, scan.hash_at_end))
@@ -331,7 +367,7 @@ mod tests {
             &long[..],
             0,
             false,
-            None,
+            Cut::None,
             Some(&mut |_, _, n, _| {
                 if n % 5000 == 0 {
                     inner.push(lines(short));
@@ -392,6 +428,29 @@ mod tests {
             .unwrap()
             .boundaries
             .is_empty());
+    }
+
+    /// A chunk ends where the callback says, after the line it was handed, with the hash up to there.
+    #[test]
+    fn a_cut_by_callback_ends_chunks_after_the_lines_it_names() {
+        let data = b"aaaa\nbb\ncccccccc\nd\ne\npartial";
+        let mut seen = Vec::new();
+        let mut cut_after = |l: &[u8], end: u64, n: u64| {
+            seen.push((String::from_utf8(l.to_vec()).unwrap(), end, n));
+            l == b"bb" || l == b"d"
+        };
+        let s = scan_lines(&data[..], 5, true, Cut::By(&mut cut_after), None).unwrap();
+        let ends: Vec<(u64, u64)> = s.boundaries.iter().map(|b| (b.0, b.1)).collect();
+        assert_eq!(ends, vec![(8, 1), (19, 3)]);
+        assert_eq!(s.boundaries[0].2, sha(b"aaaa\nbb\n"));
+        assert_eq!(s.boundaries[1].2, sha(b"aaaa\nbb\ncccccccc\nd\n"));
+        assert_eq!((s.complete_end, s.new_lines), (21, 4));
+        let want = [("bb", 8, 1), ("cccccccc", 17, 2), ("d", 19, 3), ("e", 21, 4)];
+        let want: Vec<(String, u64, u64)> = want
+            .iter()
+            .map(|(l, e, n)| (l.to_string(), *e, *n))
+            .collect();
+        assert_eq!(seen, want, "every complete line after the cursor, once");
     }
 
     #[test]

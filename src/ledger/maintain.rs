@@ -188,7 +188,7 @@ pub fn prune(
                     record::record_path(&runs, &r.run_id),
                     PathBuf::from(&r.log_path),
                     PathBuf::from(&r.prompt_path),
-                    record::transcript_copy_path(&runs, &r.run_id),
+                    record::conversation_path(&runs, &r.run_id),
                 ] {
                     // Only files inside this repo's runs/ directory are ever deleted.
                     if p.parent() == Some(runs.as_path()) {

@@ -71,6 +71,10 @@ pub struct RunRecord {
     /// an earlier run may write under `.almanac/`, the prompt file included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_sha256: Option<String>,
+    /// `sha256:` of the conversation the agent reads (`runs/<run-id>.transcript.md`) as queued: checked
+    /// as the prompt is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_sha256: Option<String>,
     /// The live sweep that queued it (the circuit breaker counts per sweep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_id: Option<String>,
@@ -185,8 +189,8 @@ pub fn prompt_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.prompt.md"))
 }
 
-/// The conversation a run's agent reads when its session is a view (`capture::readable`).
-pub fn transcript_copy_path(runs: &Path, run_id: &str) -> PathBuf {
+/// The conversation a run's agent reads (`capture::conversation`).
+pub fn conversation_path(runs: &Path, run_id: &str) -> PathBuf {
     runs.join(format!("{run_id}.transcript.md"))
 }
 

@@ -201,6 +201,7 @@ mod tests {
             wrote_outside_wiki: None,
             also_changed_during_run: None,
             prompt_sha256: None,
+            conversation_sha256: None,
         }
     }
 

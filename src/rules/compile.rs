@@ -156,7 +156,7 @@ pub fn rule_set(
     let turns = raw
         .turns
         .as_ref()
-        .map(|t| turns_rule(&mut cx, t, &timestamps));
+        .map(|t| super::compile_turns::turns_rule(&mut cx, t, &timestamps));
     if cx.diags.len() > before {
         return None;
     }
@@ -231,125 +231,6 @@ fn include_depth(patterns: &[String]) -> Option<usize> {
         .iter()
         .map(|p| (!p.contains("**")).then(|| p.trim_matches('/').split('/').count()))
         .try_fold(0, |deepest, d| d.map(|d| deepest.max(d)))
-}
-
-fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {
-    let ignore = t
-        .ignore
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| predicate(cx, &format!("turns.ignore[{i}]"), p))
-        .collect();
-    let skip = t
-        .skip
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let from = predicate(cx, &format!("turns.skip[{i}].from"), &s.from);
-            let until = predicate(cx, &format!("turns.skip[{i}].until"), &s.until);
-            let until_after = match &s.until_after {
-                Some(a) => Some(predicate(cx, &format!("turns.skip[{i}].until_after"), a)?),
-                None => None,
-            };
-            let after = match &s.after {
-                Some(a) => Some(predicate(cx, &format!("turns.skip[{i}].after"), a)?),
-                None => None,
-            };
-            Some(Skip {
-                from: from?,
-                until: until?,
-                until_after,
-                earliest_line: s.earliest_line.unwrap_or(1),
-                after,
-            })
-        })
-        .collect();
-    let texts = |cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]| -> Vec<TurnText> {
-        list.iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let f = format!("turns.{field}[{i}]");
-                let when = match &t.when {
-                    Some(w) => Some(predicate(cx, &format!("{f}.when"), w)?),
-                    None => None,
-                };
-                let paths: Vec<Option<JsonPath>> = t
-                    .text
-                    .iter()
-                    .enumerate()
-                    .map(|(j, p)| cx.path(&format!("{f}.text[{j}]"), p))
-                    .collect();
-                let group = match &t.group {
-                    Some(g) => Some(cx.path(&format!("{f}.group"), g)?),
-                    None => None,
-                };
-                let placeholder = match &t.placeholder {
-                    Some(ph) => Some((
-                        predicate(cx, &format!("{f}.placeholder.when"), &ph.when)?,
-                        ph.text.clone(),
-                    )),
-                    None => None,
-                };
-                let extract = match &t.extract {
-                    Some(re) => Some(cx.regex(&format!("{f}.extract"), re)?),
-                    None => None,
-                };
-                Some(TurnText {
-                    when,
-                    text: paths.into_iter().collect::<Option<Vec<_>>>()?,
-                    group,
-                    queued: t.queued,
-                    placeholder,
-                    extract,
-                })
-            })
-            .collect()
-    };
-    let user = texts(cx, "user", &t.user);
-    let queue = t.queue.as_ref().and_then(|q| {
-        let one = |cx: &mut Ctx<'_>, name: &str, p: &Option<super::raw::RawPredicate>| match p {
-            Some(p) => predicate(cx, &format!("turns.queue.{name}"), p).map(Some),
-            None => Some(None),
-        };
-        let deliver = one(cx, "deliver", &q.deliver);
-        let inject = one(cx, "inject", &q.inject);
-        let withdraw = one(cx, "withdraw", &q.withdraw);
-        Some(super::compiled::Queue {
-            deliver: deliver?,
-            inject: inject?,
-            withdraw: withdraw?,
-        })
-    });
-    let assistant = texts(cx, "assistant", &t.assistant);
-    let tools = t
-        .tools
-        .iter()
-        .enumerate()
-        .filter_map(|(i, tool)| {
-            let when = match &tool.when {
-                Some(w) => Some(predicate(cx, &format!("turns.tools[{i}].when"), w)?),
-                None => None,
-            };
-            Some((
-                when,
-                cx.path(&format!("turns.tools[{i}].name"), &tool.name)?,
-            ))
-        })
-        .collect();
-    let mut rule = TurnsRule {
-        ignore,
-        merge_repeated_prompts: t.merge_repeated_prompts,
-        skip,
-        user,
-        queue,
-        assistant,
-        tools,
-        reads: super::needs::Need::All,
-        filter: None,
-    };
-    rule.reads = rule.needs(timestamps);
-    rule.filter = Some(super::prefilter::Prefilter::new(&rule));
-    rule
 }
 
 fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
@@ -446,7 +327,7 @@ fn record_tests(cx: &mut Ctx<'_>, field: &str, tests: &[RawRecordTest]) -> Vec<R
     out
 }
 
-fn predicate(cx: &mut Ctx<'_>, field: &str, p: &RawPredicate) -> Option<Predicate> {
+pub(super) fn predicate(cx: &mut Ctx<'_>, field: &str, p: &RawPredicate) -> Option<Predicate> {
     Some(match p {
         RawPredicate::Exists(path) => Predicate::Exists(cx.path(&format!("{field}.exists"), path)?),
         RawPredicate::Missing(path) => {

@@ -63,10 +63,14 @@ pub struct TurnsRule {
     /// How queued prompts reach the model (None: a queued prompt counts when it is queued).
     pub queue: Option<Queue>,
     pub assistant: Vec<TurnText>,
-    pub tools: Vec<(Option<Predicate>, JsonPath)>,
+    pub tools: Vec<super::conversation::ToolRule>,
+    /// Tool results, for the rendering of a conversation only (counts never read them).
+    pub results: Vec<super::conversation::ResultRule>,
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
-    /// that (`rules::needs`).
+    /// that (`rules::needs`)...
     pub reads: super::needs::Need,
+    /// ...and what a rendering reads besides: tool calls' arguments and results' text.
+    pub render_reads: super::needs::Need,
     /// The byte searches that pass a line on to the parse, built once with the rules (`compile` always
     /// sets it; None only while it builds the rest).
     pub filter: Option<super::prefilter::Prefilter>,
@@ -76,6 +80,11 @@ impl TurnsRule {
     /// What the turn reader's rules read of a record, with the record's time.
     pub(crate) fn needs(&self, timestamps: &[JsonPath]) -> super::needs::Need {
         let mut n = super::needs::Needs::default();
+        self.read_by_turns(&mut n, timestamps);
+        n.finish()
+    }
+
+    fn read_by_turns(&self, n: &mut super::needs::Needs, timestamps: &[JsonPath]) {
         let preds = self.ignore.iter().chain(self.skip.iter().flat_map(|s| {
             [
                 Some(&s.from),
@@ -96,11 +105,28 @@ impl TurnsRule {
             // Text and group ids are taken only from strings.
             t.text.iter().chain(&t.group).for_each(|p| n.scalar(p));
         }
-        for (when, name) in &self.tools {
-            when.iter().for_each(|p| n.predicate(p));
-            n.scalar(name);
+        for t in &self.tools {
+            t.when.iter().for_each(|p| n.predicate(p));
+            n.under(t.each.as_ref(), |n| n.scalar(&t.name));
         }
         timestamps.iter().for_each(|p| n.scalar(p));
+    }
+
+    /// What a rendering of the conversation reads: what `needs` reads, the tools' arguments and the
+    /// results' text.
+    pub(crate) fn render_needs(&self, timestamps: &[JsonPath]) -> super::needs::Need {
+        let mut n = super::needs::Needs::default();
+        let sources = |n: &mut super::needs::Needs, list: &[super::conversation::TextSource]| {
+            list.iter().for_each(|s| n.scalar(&s.path))
+        };
+        for t in &self.tools {
+            n.under(t.each.as_ref(), |n| sources(n, &t.argument));
+        }
+        for r in &self.results {
+            r.when.iter().for_each(|p| n.predicate(p));
+            n.under(r.each.as_ref(), |n| sources(n, &r.text));
+        }
+        self.read_by_turns(&mut n, timestamps);
         n.finish()
     }
 }

@@ -257,7 +257,8 @@ mod tests {
     use crate::rules::pruned::parse_pruned;
 
     /// What a set of turn rules says of one record, read through `D`.
-    fn verdicts<D: Doc>(rule: &crate::rules::RuleSet, r: &D) -> Vec<String> {
+    /// `render`: what a rendering reads too (tool calls' arguments, results).
+    fn verdicts<D: Doc>(rule: &crate::rules::RuleSet, r: &D, render: bool) -> Vec<String> {
         let t = rule.turns.as_ref().unwrap();
         let mut out: Vec<String> = Vec::new();
         let preds = t.ignore.iter().chain(t.skip.iter().flat_map(|s| {
@@ -282,13 +283,18 @@ mod tests {
                 out.push(format!("group {all:?}"));
             }
         }
-        for (w, name) in &t.tools {
+        for tool in &t.tools {
             let mut names = Vec::new();
-            name.any(r, |v| {
-                names.push(v.as_str().map(str::to_string));
-                false
-            });
-            out.push(format!("{:?} {names:?}", w.as_ref().map(|w| w.holds(r))));
+            match render {
+                true => tool.calls(r, |n, a| names.push(format!("{n} {a:?}"))),
+                false => tool.names(r, |n| names.push(n)),
+            }
+            out.push(format!("{} {names:?}", tool.applies(r)));
+        }
+        for result in t.results.iter().filter(|_| render) {
+            let mut texts = Vec::new();
+            result.texts(r, |t| texts.push(t));
+            out.push(format!("{} {texts:?}", result.applies(r)));
         }
         out.push(format!("{:?}", rule.record_time(r)));
         out
@@ -305,18 +311,20 @@ mod tests {
             let rule = &catalog.sets[i];
             let Some(t) = &rule.turns else { continue };
             for line in std::fs::read(&f).unwrap().split(|b| *b == b'\n') {
-                let Some(p) = parse_pruned(line, &t.reads) else {
-                    continue;
-                };
-                let v = p.to_value();
-                assert_eq!(
-                    verdicts(rule, &p),
-                    verdicts(rule, &v),
-                    "{}: {}",
-                    f.display(),
-                    String::from_utf8_lossy(line)
-                );
-                compared += 1;
+                for (need, render) in [(&t.reads, false), (&t.render_reads, true)] {
+                    let Some(p) = parse_pruned(line, need) else {
+                        continue;
+                    };
+                    let v = p.to_value();
+                    assert_eq!(
+                        verdicts(rule, &p, render),
+                        verdicts(rule, &v, render),
+                        "{}: {}",
+                        f.display(),
+                        String::from_utf8_lossy(line)
+                    );
+                    compared += 1;
+                }
             }
         }
         assert!(compared > 1000, "{compared}");

@@ -2,8 +2,10 @@
 //! against the JSON Schemas, compile. Every problem in every file is collected before anything is reported.
 
 mod compile;
+mod compile_turns;
 mod compile_views;
 pub mod compiled;
+pub mod conversation;
 pub mod doc;
 mod fastpath;
 pub mod needs;
@@ -480,6 +482,15 @@ turns:
   tools:
     - when: { exists: "$.tool" }
       name: "$.tool.name"
+    - each: "$.calls[*]"
+      name: "$.name"
+      argument:
+        - "$.input.path"
+        - { tools: [run], path: "$.args", json: "$.cmd", regex: "^(\\S+)" }
+  results:
+    - when: { exists: "$.output" }
+      each: "$.outputs[*]"
+      text: ["$.text", { path: "$.json", json: "$.output" }]
 "#;
 
     /// The keys of stores read into views (a rule set's stores are all views or all jsonl).

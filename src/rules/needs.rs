@@ -175,6 +175,18 @@ impl Needs {
         self.add(n);
     }
 
+    /// What `f` adds, read of each node `each` selects (relative paths, whose `$` is that node); without
+    /// `each`, of the record itself.
+    pub fn under(&mut self, each: Option<&JsonPath>, f: impl FnOnce(&mut Needs)) {
+        let Some(each) = each else {
+            return f(self);
+        };
+        let mut inner = Needs::default();
+        f(&mut inner);
+        let n = self.segments(&each.query().segments, inner.root);
+        self.add(n);
+    }
+
     pub fn predicate(&mut self, p: &Predicate) {
         match p {
             Predicate::Exists(path) | Predicate::Missing(path) => self.presence(path),

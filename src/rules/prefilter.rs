@@ -120,6 +120,8 @@ pub struct Prefilter {
     content: Terms,
     /// A line that can start a turn (a user rule's `when`): all a count needs once its turn is answered.
     prompts: Terms,
+    /// A line a rendering of the conversation shows: content, or a tool result.
+    render: Terms,
     /// Per skip: a line that can start its region (`from`), and the first line that may.
     from: Vec<(Terms, u64)>,
     /// Per skip: a line that can end its region (`until`) or let it end (`until_after`) / arm it
@@ -340,8 +342,12 @@ impl Prefilter {
             .iter()
             .chain(&turns.assistant)
             .map(|t| need_of(t.when.as_ref()))
-            .chain(turns.tools.iter().map(|(w, _)| need_of(w.as_ref())))
+            .chain(turns.tools.iter().map(|t| need_of(t.when.as_ref())))
             .chain(queue.iter().cloned())
+            .collect());
+        let render = any([content.clone()]
+            .into_iter()
+            .chain(turns.results.iter().map(|r| need_of(r.when.as_ref())))
             .collect());
         let prompts = any(turns
             .user
@@ -352,6 +358,7 @@ impl Prefilter {
         let mut atoms = Atoms::default();
         let content = atoms.compile(&content);
         let prompts = atoms.compile(&prompts);
+        let render = atoms.compile(&render);
         let from: Vec<(Formula, u64)> = turns
             .skip
             .iter()
@@ -390,6 +397,7 @@ impl Prefilter {
         Prefilter {
             content: terms(&content),
             prompts: terms(&prompts),
+            render: terms(&render),
             from: from.iter().map(|(f, e)| (terms(f), *e)).collect(),
             until: until.iter().map(terms).collect(),
             until_after: until_after.iter().map(|f| f.as_ref().map(terms)).collect(),
@@ -409,15 +417,30 @@ impl Prefilter {
         &self,
         line: &[u8],
         at: u64,
-        (open, armed): (Option<usize>, &[bool]),
+        skips: (Option<usize>, &[bool]),
         prompts_only: bool,
     ) -> bool {
-        // In an open region a line is skipped unless it ends the region (which changes state). The
-        // `\u` search comes last: most lines are wanted without it.
         let content = match prompts_only {
             true => &self.prompts,
             false => &self.content,
         };
+        self.wanted_for(content, line, at, skips)
+    }
+
+    /// As `wanted`, for a rendering of the conversation: tool results are wanted too.
+    pub fn wanted_for_render(&self, line: &[u8], at: u64, skips: (Option<usize>, &[bool])) -> bool {
+        self.wanted_for(&self.render, line, at, skips)
+    }
+
+    fn wanted_for(
+        &self,
+        content: &Terms,
+        line: &[u8],
+        at: u64,
+        (open, armed): (Option<usize>, &[bool]),
+    ) -> bool {
+        // In an open region a line is skipped unless it ends the region (which changes state). The
+        // `\u` search comes last: most lines are wanted without it.
         let f = &mut Found::default();
         let found = match open {
             Some(i) => {

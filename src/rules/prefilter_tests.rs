@@ -20,7 +20,7 @@ fn content_need(t: &TurnsRule) -> Need {
         .iter()
         .chain(&t.assistant)
         .map(|x| need_of(x.when.as_ref()))
-        .chain(t.tools.iter().map(|(w, _)| need_of(w.as_ref())))
+        .chain(t.tools.iter().map(|x| need_of(x.when.as_ref())))
         .chain(t.queue.iter().flat_map(|q| q.predicates()).map(need))
         .collect())
 }
@@ -327,7 +327,9 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
         queue: None,
         assistant: vec![],
         tools: vec![],
+        results: vec![],
         reads: crate::rules::needs::Need::All,
+        render_reads: crate::rules::needs::Need::All,
         filter: None,
     };
     t.filter = Some(Prefilter::new(&t));

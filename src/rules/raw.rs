@@ -44,6 +44,8 @@ pub struct RawTurns {
     pub assistant: Vec<RawTurnText>,
     #[serde(default)]
     pub tools: Vec<RawTool>,
+    #[serde(default)]
+    pub results: Vec<RawResult>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,7 +90,36 @@ pub struct RawTurnText {
 #[serde(deny_unknown_fields)]
 pub struct RawTool {
     pub when: Option<RawPredicate>,
+    pub each: Option<String>,
     pub name: String,
+    #[serde(default)]
+    pub argument: Vec<RawTextSource>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResult {
+    pub when: Option<RawPredicate>,
+    pub each: Option<String>,
+    pub text: Vec<RawTextSource>,
+}
+
+/// A JSONPath, or one with a decoding step (`json`, `regex`) and, for an argument, the tools it is for.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawTextSource {
+    Path(String),
+    Full(RawTextSourceFull),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTextSourceFull {
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub path: String,
+    pub json: Option<String>,
+    pub regex: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,7 +7,7 @@
 use super::decide::RepoDone;
 use super::gather::Candidate;
 use super::plan::Planned;
-use super::range::{est_tokens, Chunk, Range};
+use super::range::{Chunk, Range};
 use super::summary::{SkippedItem, StartedItem, Summary};
 use super::SweepOptions;
 use crate::capture::{self, RunSpec};
@@ -181,7 +181,7 @@ fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> Sta
         to_byte: c.to,
         new_bytes: c.to - c.from,
         new_turns: p.part.as_ref().map(|s| s.user_turns),
-        est_tokens: est_tokens(c.to - c.from),
+        estimated_tokens: c.tokens(),
         chunk: (p.of > 1).then_some((p.first + i as u32, p.of)),
     }
 }
@@ -192,7 +192,7 @@ fn started_item((file, ex): &Candidate, p: &Planned, c: &Chunk, i: usize) -> Sta
 #[allow(clippy::too_many_arguments)]
 fn queue_part(
     cx: &Context,
-    view_rule: Option<&crate::rules::RuleSet>,
+    render_with: Option<&crate::rules::RuleSet>,
     c: &Candidate,
     p: &Planned,
     opts: &SweepOptions,
@@ -238,7 +238,7 @@ fn queue_part(
             id_base: chunked.then_some(id_base.as_str()),
             manual: opts.manual,
             context: p.context.as_deref().filter(|_| i == 0),
-            view_rule,
+            render_with,
         };
         match capture::queue(&spec, &cx.almanac_home, now) {
             Ok(record) => {
@@ -338,7 +338,7 @@ fn act_repo(
             }
         }
         let c = &a.candidates[p.idx];
-        let rule = a.catalog.get(&c.0.app).filter(|r| r.reads_views());
+        let rule = a.catalog.get(&c.0.app).filter(|r| r.turns.is_some());
         queue_part(
             a.cx,
             rule,
@@ -397,8 +397,8 @@ fn not_started(summary: &mut Summary, p: &Planned) {
     t.runs = t.runs.saturating_sub(p.chunks.len() as u64);
     let bytes: u64 = p.chunks.iter().map(|c| c.to - c.from).sum();
     t.new_bytes = t.new_bytes.saturating_sub(bytes);
-    let tokens: u64 = p.chunks.iter().map(|c| est_tokens(c.to - c.from)).sum();
-    t.est_tokens = t.est_tokens.saturating_sub(tokens);
+    let tokens: u64 = p.chunks.iter().map(Chunk::tokens).sum();
+    t.estimated_tokens = t.estimated_tokens.saturating_sub(tokens);
     let turns = p.part.as_ref().map(|s| s.user_turns).unwrap_or(0);
     t.new_turns = t.new_turns.saturating_sub(turns);
 }

@@ -13,6 +13,7 @@ mod act;
 mod decide;
 mod facts;
 mod gather;
+pub mod measure;
 pub mod now;
 mod overlap;
 mod plan;

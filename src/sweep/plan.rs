@@ -6,10 +6,11 @@ use super::act::Updates;
 use super::decide::Work;
 use super::facts::{facts, EntryView};
 use super::gather::Candidate;
+use super::measure::Sizing;
 use super::overlap;
 use super::range::{
-    chunk_turns, chunks_of, counting_options, decide_range, est_tokens, new_part_turns, Chunk,
-    Counting, Range, RangeOutcome,
+    chunk_turns, chunks_of, counting_options, decide_range, new_part_turns, Chunk, Counting, Range,
+    RangeOutcome,
 };
 use super::summary::{SkippedItem, Summary};
 use super::SweepOptions;
@@ -74,7 +75,7 @@ fn will_start_all(candidates: &[Candidate], work: &[Work], opts: &SweepOptions) 
         let new = candidates[w.idx].0.size.saturating_sub(cursor);
         let chunks = new.div_ceil(chunk.max(1)).max(1);
         runs += chunks;
-        tokens += est_tokens(new) + chunks;
+        tokens += super::measure::run_tokens(None, new, 1) + chunks;
     }
     runs <= b.max_runs && b.max_tokens.is_none_or(|m| tokens <= m)
 }
@@ -92,6 +93,12 @@ pub fn read_new_parts(
 ) -> Vec<Plan> {
     let live = !opts.dry_run;
     let count_now = will_start_all(candidates, &work, opts);
+    // Runs are cut and estimated by what their agent reads. A token budget needs every part's estimate
+    // before it starts any; a part counted in the pass that finds its lines is measured there too.
+    let sizing = Sizing {
+        limit: opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN,
+        always: opts.budget.max_tokens.is_some() || count_now,
+    };
     let counting_opts = counting_options(keep(opts));
     let results: Vec<WorkResult> = crate::util::par::map(&work, |w| {
         let (file, _) = &candidates[w.idx];
@@ -131,7 +138,7 @@ pub fn read_new_parts(
             copied,
             &start_over,
             hash,
-            Some(opts.budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN),
+            sizing,
             counting.as_mut(),
             &mut bytes_read,
         );
@@ -285,7 +292,7 @@ pub fn spend_budget(
     let budget = opts.budget;
     let mut runs_left = budget.max_runs;
     let mut tokens_left = budget.max_tokens;
-    let mut taken: Vec<(Plan, Vec<Chunk>, u32, u64)> = Vec::new();
+    let mut taken: Vec<(Plan, Vec<Chunk>, u32)> = Vec::new();
     for plan in plans {
         summary.eligible += 1;
         let mut chunks = chunks_of(&plan.r);
@@ -298,7 +305,7 @@ pub fn spend_budget(
                     budget.max_runs
                 )
             } else {
-                format!("{} estimated tokens do not fit what is left of max_tokens_per_sweep; the next sweep starts it", est_tokens(chunks[0].to - chunks[0].from))
+                format!("{} estimated tokens do not fit what is left of max_tokens_per_sweep; the next sweep starts it", chunks[0].tokens())
             };
             summary.skip_candidate(
                 plan.idx,
@@ -313,19 +320,23 @@ pub fn spend_budget(
         chunks.shrink_to_fit();
         runs_left -= take as u64;
         tokens_left = tokens_left.map(|l| l - tokens);
-        taken.push((plan, chunks, of, tokens));
+        taken.push((plan, chunks, of));
     }
     // Grown by doubling, the lists of started parts held up to twice their size at the peak.
     taken.shrink_to_fit();
     // Turns only for what this sweep starts (reading a huge part's turns costs), chunk by chunk; and,
     // live, the record ids to remember.
-    let read = crate::util::par::map(&taken, |(plan, chunks, _, _)| {
+    let read = crate::util::par::map(&taken, |(plan, chunks, _)| {
         read_chunks(catalog, candidates, plan, chunks, opts)
     });
     let mut out = Vec::with_capacity(taken.len());
-    for ((mut plan, chunks, of, tokens), (summaries, ids, bytes_read)) in
+    for ((mut plan, mut chunks, of), (summaries, sizes, ids, bytes_read)) in
         taken.into_iter().zip(read)
     {
+        for (c, size) in chunks.iter_mut().zip(sizes) {
+            c.rendered = c.rendered.or(size);
+        }
+        let tokens: u64 = chunks.iter().map(Chunk::tokens).sum();
         let summaries = match plan.counted.take() {
             Some(mut counted) => {
                 counted.truncate(chunks.len());
@@ -344,7 +355,7 @@ pub fn spend_budget(
         let take = chunks.len();
         let t = &mut summary.totals;
         t.new_bytes += chunks.iter().map(|c| c.to - c.from).sum::<u64>();
-        t.est_tokens += tokens;
+        t.estimated_tokens += tokens;
         t.new_turns += part.as_ref().map(|p| p.user_turns).unwrap_or(0);
         t.runs += take as u64;
         // A part an earlier sweep began (the budget ran out, or a chunk failed) keeps its numbering.
@@ -380,29 +391,34 @@ fn keep(opts: &SweepOptions) -> crate::turns::Keep {
 }
 
 /// What a started part's chunks hold, read from the file: their turns (unless they were counted with
-/// the part's lines, and kept by the plan) and, live, the record ids to remember.
+/// the part's lines, and kept by the plan), the rendering's size of those not measured yet (in the same
+/// read) and, live, the record ids to remember.
 fn read_chunks(
     catalog: &Catalog,
     candidates: &[Candidate],
     plan: &Plan,
     chunks: &[Chunk],
     opts: &SweepOptions,
-) -> (Vec<Option<PartSummary>>, overlap::ChunkIds, u64) {
+) -> (
+    Vec<Option<PartSummary>>,
+    Vec<Option<u64>>,
+    overlap::ChunkIds,
+    u64,
+) {
     let keep = keep(opts);
     let file = &candidates[plan.idx].0;
     let rule = catalog.get(&file.app).expect("walked apps exist");
     let mut bytes_read = 0;
-    let summaries: Vec<Option<PartSummary>> = match plan.has_turns {
-        _ if plan.counted.is_some() => Vec::new(),
+    let (summaries, sizes): (Vec<Option<PartSummary>>, Vec<Option<u64>>) = match plan.has_turns {
+        _ if plan.counted.is_some() => (Vec::new(), Vec::new()),
         true => chunks
             .iter()
             .map(|c| {
-                chunk_turns(rule, file, c, keep, &mut bytes_read)
-                    .ok()
-                    .flatten()
+                let measure = c.rendered.is_none();
+                chunk_turns(rule, file, c, keep, measure, &mut bytes_read).unwrap_or((None, None))
             })
-            .collect(),
-        false => chunks.iter().map(|_| None).collect(),
+            .unzip(),
+        false => chunks.iter().map(|_| (None, None)).unzip(),
     };
     let ids = match opts.dry_run {
         true => Default::default(),
@@ -413,7 +429,7 @@ fn read_chunks(
             chunks.iter().map(|c| c.to),
         ),
     };
-    (summaries, ids, bytes_read)
+    (summaries, sizes, ids, bytes_read)
 }
 
 /// The chunks' summaries as one: turns added up, the first chunk's first prompt, the last one's last.
@@ -467,7 +483,7 @@ fn fit(chunks: &[Chunk], runs_left: u64, tokens_left: Option<u64>) -> (usize, u6
     let mut take = 0usize;
     let mut tokens = 0u64;
     for c in chunks {
-        let t = est_tokens(c.to - c.from);
+        let t = c.tokens();
         if runs_left <= take as u64 || tokens_left.is_some_and(|left| tokens + t > left) {
             break;
         }

@@ -2,6 +2,7 @@
 //! transcript at its `capture_since` baseline), find the complete lines after the cursor, cut them into
 //! chunks that fit one run, and read their turns.
 
+use super::measure::{Measure, Sizing};
 use crate::discover::{self, FoundFile};
 use crate::ledger::{cursor, LedgerEntry};
 use crate::policy::Settings;
@@ -32,8 +33,11 @@ pub struct Range {
     pub to_byte: u64,
     pub hash_at_cursor: String,
     pub hash_at_end: String,
-    /// Chunk ends inside the range (see `cursor::scan_chunked`).
+    /// Chunk ends inside the range (see `cursor::scan_lines`).
     pub boundaries: Vec<(u64, u64, String)>,
+    /// Each chunk's rendering, in bytes, when the part was measured as its lines were found
+    /// (`measure`): one more than `boundaries`.
+    pub rendered: Option<Vec<u64>>,
     /// A first-seen transcript's leading lines copied from a session already captured (skipped).
     pub copied: Option<super::overlap::Copied>,
     /// The captured prefix was rewritten and the range resumes after its last captured record.
@@ -64,20 +68,12 @@ pub fn decide_range(
     copied: Option<super::overlap::Copied>,
     settings: &Settings,
     hash: bool,
-    chunk_bytes: Option<u64>,
+    sizing: Sizing,
     counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let outcome = decide_range_in(
-        rule,
-        file,
-        entry,
-        copied,
-        settings,
-        hash,
-        chunk_bytes,
-        counting,
-        bytes_read,
+        rule, file, entry, copied, settings, hash, sizing, counting, bytes_read,
     )?;
     match rule.reads_views() {
         true => super::view_cursor::to_ids(&file.path, outcome),
@@ -93,7 +89,7 @@ fn decide_range_in(
     copied: Option<super::overlap::Copied>,
     settings: &Settings,
     hash: bool,
-    chunk_bytes: Option<u64>,
+    sizing: Sizing,
     counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
@@ -117,7 +113,7 @@ fn decide_range_in(
                         "the first {} messages are not the ones captured (the session was rewound or rewritten)",
                         e.last_captured_line.saturating_sub(1)
                     );
-                    return recover(rule, file, e, why, chunk_bytes, bytes_read);
+                    return recover(rule, file, e, why, sizing, bytes_read);
                 }
             }
         }
@@ -134,7 +130,7 @@ fn decide_range_in(
                     "the transcript is {} bytes, shorter than the {} already captured: it was truncated or replaced",
                     file.size, e.last_captured_size
                 );
-                return recover(rule, file, e, why, chunk_bytes, bytes_read);
+                return recover(rule, file, e, why, sizing, bytes_read);
             }
             (e.last_captured_size, e.last_captured_line, false)
         }
@@ -157,8 +153,14 @@ fn decide_range_in(
         }
     });
     let on_line = each.as_mut().map(|f| f as cursor::OnLine);
-    let scan = cursor::scan_lines(open()?, cursor_bytes, hash, chunk_bytes, on_line)
-        .map_err(|e| e.to_string())?;
+    let (scan, rendered) = scan_sized(
+        rule,
+        file,
+        (cursor_bytes, cursor_lines),
+        hash,
+        sizing,
+        on_line,
+    )?;
     *bytes_read += scan.bytes_read;
     let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
         return Ok(RangeOutcome::PrefixMismatch(format!(
@@ -171,7 +173,7 @@ fn decide_range_in(
                 "the first {} bytes changed since they were captured (rewritten or replaced)",
                 e.last_captured_size
             );
-            return recover(rule, file, e, why, chunk_bytes, bytes_read);
+            return recover(rule, file, e, why, sizing, bytes_read);
         }
     }
     let at = CursorAt {
@@ -179,13 +181,40 @@ fn decide_range_in(
         lines: cursor_lines,
         hash: hash_at_cursor,
     };
-    Ok(outcome(at, scan, baseline, copied, None))
+    Ok(outcome(at, (scan, rendered), baseline, copied, None))
+}
+
+/// Scans the part after the cursor (`at`: its bytes and lines), cutting it into runs by `sizing`: when
+/// the part is measured, where each chunk's rendering reaches the limit, with each chunk's size; else by
+/// raw bytes (a rule set with nothing to render), or not at all (a part too small to need it).
+fn scan_sized(
+    rule: &RuleSet,
+    file: &FoundFile,
+    (bytes, lines): (u64, u64),
+    hash: bool,
+    sizing: Sizing,
+    on_line: Option<cursor::OnLine>,
+) -> Result<(cursor::Scan, Option<Vec<u64>>), String> {
+    let open = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    let opts = super::measure::options();
+    let measured = sizing.measures(file.size.saturating_sub(bytes));
+    let mut measure = Measure::new(rule, &opts, sizing.limit).filter(|_| measured);
+    let mut by = measure
+        .as_mut()
+        .map(|m| move |l: &[u8], end: u64, n: u64| m.line(l, end, lines + n));
+    let cut = match (&mut by, rule.turns.is_some()) {
+        (Some(f), _) => cursor::Cut::By(f),
+        (None, false) => cursor::Cut::Bytes(sizing.limit),
+        (None, true) => cursor::Cut::None,
+    };
+    let scan = cursor::scan_lines(open, bytes, hash, cut, on_line).map_err(|e| e.to_string())?;
+    Ok((scan, measure.map(Measure::finish)))
 }
 
 /// What the scan after a cursor found: nothing complete (unchanged) or the range to capture.
 fn outcome(
     at: CursorAt,
-    scan: cursor::Scan,
+    (scan, rendered): (cursor::Scan, Option<Vec<u64>>),
     baseline: bool,
     copied: Option<super::overlap::Copied>,
     recovered: Option<Recovered>,
@@ -204,6 +233,8 @@ fn outcome(
         to_byte: scan.complete_end,
         hash_at_cursor: at.hash,
         hash_at_end: scan.hash_at_end,
+        // One size a chunk, or none: a measure that saw no line gives none.
+        rendered: rendered.filter(|r| r.len() == scan.boundaries.len() + 1),
         boundaries: scan.boundaries,
         copied,
         recovered,
@@ -218,7 +249,7 @@ fn recover(
     file: &FoundFile,
     e: &LedgerEntry,
     why: String,
-    chunk_bytes: Option<u64>,
+    sizing: Sizing,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let reset = format!(
@@ -239,8 +270,7 @@ fn recover(
             "{why}, and its last captured record ({id}) is gone; {reset}"
         )));
     };
-    let open = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
-    let scan = cursor::scan_chunked(open, bytes, true, chunk_bytes).map_err(|e| e.to_string())?;
+    let (scan, rendered) = scan_sized(rule, file, (bytes, lines), true, sizing, None)?;
     *bytes_read += scan.bytes_read;
     let Some(hash) = scan.hash_at_cursor.clone() else {
         return Ok(RangeOutcome::PrefixMismatch(format!(
@@ -258,7 +288,13 @@ fn recover(
         hash: hash.clone(),
     };
     let recovered = Recovered { at: at(), detail };
-    Ok(outcome(at(), scan, false, None, Some(recovered)))
+    Ok(outcome(
+        at(),
+        (scan, rendered),
+        false,
+        None,
+        Some(recovered),
+    ))
 }
 
 /// One run's share of a new part: it ends on a newline.
@@ -269,12 +305,26 @@ pub struct Chunk {
     pub to_line: u64,
     /// `sha256:` of `[0, to)`.
     pub hash: String,
+    /// Its rendering's bytes, once measured.
+    pub rendered: Option<u64>,
+}
+
+impl Chunk {
+    /// Estimated tokens its run reads (`measure::run_tokens`).
+    pub fn tokens(&self) -> u64 {
+        super::measure::run_tokens(
+            self.rendered,
+            self.to - self.from,
+            self.from_line_before + 1,
+        )
+    }
 }
 
 pub fn chunks_of(r: &Range) -> Vec<Chunk> {
     let mut out = Vec::new();
     let (mut from, mut lines) = (r.from_byte, r.from_line_before);
-    for (end, n, hash) in &r.boundaries {
+    let size = |i: usize| r.rendered.as_ref().and_then(|s| s.get(i).copied());
+    for (i, (end, n, hash)) in r.boundaries.iter().enumerate() {
         let to_line = r.from_line_before + n;
         out.push(Chunk {
             from,
@@ -282,6 +332,7 @@ pub fn chunks_of(r: &Range) -> Vec<Chunk> {
             to: *end,
             to_line,
             hash: hash.clone(),
+            rendered: size(i),
         });
         from = *end;
         lines = to_line;
@@ -292,13 +343,9 @@ pub fn chunks_of(r: &Range) -> Vec<Chunk> {
         to: r.to_byte,
         to_line: r.to_line,
         hash: r.hash_at_end.clone(),
+        rendered: size(r.boundaries.len()),
     });
     out
-}
-
-/// Estimated tokens for a number of transcript bytes (the documented four bytes per token).
-pub fn est_tokens(bytes: u64) -> u64 {
-    bytes.div_ceil(crate::config::BYTES_PER_TOKEN)
 }
 
 /// The turns of the uncaptured part up to `to_byte`, summarised; None when the rule set has no turns
@@ -320,16 +367,58 @@ pub fn new_part_turns(
 }
 
 /// The turns of one chunk, summarised (each chunk's prompt quotes only its own prompts); with
-/// `Keep::Counts` (a dry run, whose output holds only counts) without its prompts and tools.
+/// `Keep::Counts` (a dry run, whose output holds only counts) without its prompts and tools. `measure`:
+/// its rendering's bytes too, in the same read.
 pub fn chunk_turns(
     rule: &RuleSet,
     file: &FoundFile,
     c: &Chunk,
     keep: crate::turns::Keep,
+    measure: bool,
     bytes_read: &mut u64,
-) -> Result<Option<crate::turns::PartSummary>, String> {
+) -> Result<(Option<crate::turns::PartSummary>, Option<u64>), String> {
     let span = (c.from, c.from_line_before, c.to);
-    span_turns(rule, file, span, (false, keep), bytes_read)
+    if !measure {
+        return span_turns(rule, file, span, (false, keep), bytes_read).map(|s| (s, None));
+    }
+    let Some(turn_rules) = &rule.turns else {
+        return Ok((None, None));
+    };
+    let opts = crate::turns::Options {
+        keep,
+        ..crate::turns::Options::default()
+    };
+    let cite = match rule.reads_views() {
+        true => crate::turns::render::Cite::Message,
+        false => crate::turns::render::Cite::Line,
+    };
+    let sink =
+        crate::turns::render::Render::new(std::io::sink(), cite, turn_rules.merge_repeated_prompts);
+    let mut r =
+        crate::turns::Reader::with_sink(rule, turn_rules, c.from_line_before + 1, 0, &opts, sink);
+    let part = open_span(file, c.from, c.to)?;
+    let mut lines = crate::util::lines::LineReader::new(part);
+    while let Some(l) = lines.next_line().map_err(|e| e.to_string())? {
+        if !l.terminated {
+            break;
+        }
+        r.line(c.from_line_before + l.number, l.end, l.bytes);
+    }
+    *bytes_read += lines.bytes_read();
+    let (t, sink) = r.finish_with_sink(lines.bytes_read());
+    let size = sink
+        .finish()
+        .map(|(_, _, n)| n)
+        .map_err(|e| e.to_string())?;
+    Ok((Some(crate::turns::summarize(&t)), Some(size)))
+}
+
+/// Bytes `[from, to)` of the transcript.
+fn open_span(file: &FoundFile, from: u64, to: u64) -> Result<impl std::io::Read, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+    Ok(f.take(to - from))
 }
 
 /// The turns of bytes `[from, to)`, which start after line `lines_before`.
@@ -340,13 +429,10 @@ fn span_turns(
     (first_only, keep): (bool, crate::turns::Keep),
     bytes_read: &mut u64,
 ) -> Result<Option<crate::turns::PartSummary>, String> {
-    use std::io::{Read, Seek, SeekFrom};
     let Some(turn_rules) = &rule.turns else {
         return Ok(None);
     };
-    let mut f = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
-    f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
-    let part = f.take(to - from);
+    let part = open_span(file, from, to)?;
     let opts = crate::turns::Options {
         stop_after_turns: first_only.then_some(1),
         keep,

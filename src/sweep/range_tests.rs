@@ -27,8 +27,9 @@ fn text(s: &[Option<PartSummary>]) -> String {
     format!("{s:?}")
 }
 
-/// Counts a part while finding its lines, from a cursor after `lines` lines, and reads the same part's
-/// turns from the file afterwards: the two agree chunk by chunk, and on whether the part holds a turn.
+/// Counts and measures a part while finding its lines, from a cursor after `lines` lines, cutting it where
+/// a chunk's rendering reaches `chunk` bytes, and reads the same part's turns and renderings from the
+/// file afterwards: the two agree chunk by chunk, and on whether the part holds a turn.
 fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
     let bytes: u64 = std::fs::read(&file.path)
         .unwrap()
@@ -58,7 +59,10 @@ fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
             copied,
             &settings(),
             false,
-            Some(chunk),
+            crate::sweep::measure::Sizing {
+                limit: chunk,
+                always: true,
+            },
             Some(&mut c),
             &mut 0,
         )
@@ -67,11 +71,14 @@ fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
             return 0;
         };
         let (first, counted) = c.finish(&r).expect(&what);
-        let read: Vec<Option<PartSummary>> = chunks_of(&r)
+        let (read, sizes): (Vec<Option<PartSummary>>, Vec<Option<u64>>) = chunks_of(&r)
             .iter()
-            .map(|ch| chunk_turns(rule, file, ch, keep, &mut 0).unwrap())
-            .collect();
+            .map(|ch| chunk_turns(rule, file, ch, keep, true, &mut 0).unwrap())
+            .unzip();
         assert_eq!(text(&counted), text(&read), "{what}");
+        // Each chunk's rendering measured with the lines is the one its run's read measures.
+        let sizes: Option<Vec<u64>> = sizes.into_iter().collect();
+        assert_eq!(r.rendered, sizes, "{what}");
         let whole = new_part_turns(rule, file, &r, r.to_byte, true, &mut 0).unwrap();
         assert_eq!(Some(first), whole.map(|p| p.turns), "{what}");
         chunks = read.len();

@@ -23,10 +23,10 @@ pub struct StartedItem {
     pub from_byte: u64,
     pub to_byte: u64,
     /// Bytes of the range, user turns in what this sweep starts of the new part (all its chunks that fit
-    /// the budget), and the estimated tokens of the range.
+    /// the budget), and the tokens its agent reads, estimated (`measure::run_tokens`).
     pub new_bytes: u64,
     pub new_turns: Option<u64>,
-    pub est_tokens: u64,
+    pub estimated_tokens: u64,
     /// (this chunk, chunks) when the new part is captured in several runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunk: Option<(u32, u32)>,
@@ -39,7 +39,7 @@ pub struct Totals {
     pub runs: u64,
     pub new_bytes: u64,
     pub new_turns: u64,
-    pub est_tokens: u64,
+    pub estimated_tokens: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -334,7 +334,7 @@ impl<'a> Builder<'a> {
     }
 
     pub(super) fn tool(&mut self, line: u64, ts: &Option<String>, name: String) {
-        if self.opts.keep == Keep::Counts {
+        if matches!(self.opts.keep, Keep::Counts | Keep::Prompts) {
             // Only the counts: a tool answers the turn (or starts one), its name is not kept.
             self.current(line, ts).answered = true;
             return;
@@ -357,6 +357,8 @@ impl<'a> Builder<'a> {
         }
         match self.opts.keep {
             Keep::All => {}
+            Keep::Prompts if c.rec.user.is_none() => return,
+            Keep::Prompts => {}
             Keep::Counts => return,
             Keep::Summary => {
                 // The first and the latest with a prompt.

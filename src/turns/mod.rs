@@ -15,6 +15,7 @@ use serde_json::Value;
 use std::io::{self, Read};
 
 mod builder;
+pub mod render;
 mod skip;
 use builder::Builder;
 use skip::Skipper;
@@ -79,7 +80,31 @@ pub enum Keep {
     Summary,
     /// None, and no tool names: only the counts (the turn index, a dry run).
     Counts,
+    /// The latest `max_turns` with a prompt, without assistant text or tools: the prompts of the part
+    /// captured before, which a rendering lists for context.
+    Prompts,
 }
+
+/// What a rendering of the conversation hears from a turn read, record by record, as the rules classify
+/// them (`render::Render`); `()` hears nothing. The reader hands a sink that `RENDERS` every line (not
+/// only those a count needs) parsed with what a rendering reads.
+pub trait Sink {
+    const RENDERS: bool = false;
+    /// A user prompt (`queued`: written when it was queued).
+    fn prompt(&mut self, _line: u64, _text: &str, _queued: bool) {}
+    /// Assistant text; `group`: its message id.
+    fn answer(&mut self, _line: u64, _text: &str, _group: Option<&str>) {}
+    fn call(&mut self, _line: u64, _name: &str, _argument: Option<&str>) {}
+    fn result(&mut self, _line: u64, _text: &str) {}
+    /// A record the rules ignore that holds text (a reminder, a local command, the app's notice).
+    fn note(&mut self, _line: u64, _text: &str) {}
+    /// A record inside a skipped region (a subagent's, a copied history).
+    fn skipped(&mut self, _line: u64) {}
+    /// After every complete line handed to the reader past `skip_through`, whatever it held.
+    fn end_line(&mut self, _line: u64) {}
+}
+
+impl Sink for () {}
 
 impl Default for Options {
     fn default() -> Self {
@@ -216,7 +241,7 @@ pub fn extract<R: Read>(
 
 /// A read of turns that is handed its lines one at a time (`extract` hands it a reader's; a sweep that
 /// counts while it finds where lines end hands it those it finds).
-pub struct Reader<'a> {
+pub struct Reader<'a, S: Sink = ()> {
     rule: &'a RuleSet,
     turns: &'a TurnsRule,
     opts: &'a Options,
@@ -228,6 +253,7 @@ pub struct Reader<'a> {
     base: u64,
     /// The last complete line read: (offset just past it, its number).
     through: (u64, u64),
+    sink: S,
 }
 
 impl<'a> Reader<'a> {
@@ -239,6 +265,20 @@ impl<'a> Reader<'a> {
         skip_through: u64,
         opts: &'a Options,
     ) -> Reader<'a> {
+        Reader::with_sink(rule, turns, first_line, skip_through, opts, ())
+    }
+}
+
+impl<'a, S: Sink> Reader<'a, S> {
+    /// As `new`, telling `sink` what each record is.
+    pub fn with_sink(
+        rule: &'a RuleSet,
+        turns: &'a TurnsRule,
+        first_line: u64,
+        skip_through: u64,
+        opts: &'a Options,
+        sink: S,
+    ) -> Reader<'a, S> {
         let mut b = Builder {
             opts,
             turns: Vec::new(),
@@ -275,7 +315,12 @@ impl<'a> Reader<'a> {
             filter: turns.filter.as_ref().expect("compiled with its rules"),
             base,
             through: (base, first_line - 1),
+            sink,
         }
+    }
+
+    pub fn sink(&self) -> &S {
+        &self.sink
     }
 
     /// Complete line `line` of the transcript, which ends `end` bytes into what this read was given
@@ -291,22 +336,35 @@ impl<'a> Reader<'a> {
             }
             return true;
         }
+        let go_on = self.record(line, bytes);
+        self.sink.end_line(line);
+        go_on
+    }
+
+    /// The record on `line`, past `skip_through`: whether to go on.
+    fn record(&mut self, line: u64, bytes: &[u8]) -> bool {
         // A line no rule can hold on changes nothing: not parsed.
         // Counting, once the open turn is answered only a line that can start a turn changes a count.
         let answered = self.b.current.as_ref().is_some_and(|c| !c.quiet());
-        let prompts_only = self.opts.keep == Keep::Counts && answered;
-        if !self.filter.wanted(
-            bytes,
-            line,
-            (self.skipper.open, &self.skipper.armed),
-            prompts_only,
-        ) {
+        let counting = matches!(self.opts.keep, Keep::Counts | Keep::Prompts);
+        let prompts_only = counting && answered;
+        let skips = (self.skipper.open, &self.skipper.armed[..]);
+        let wanted = match S::RENDERS {
+            true => self.filter.wanted_for_render(bytes, line, skips),
+            false => self.filter.wanted(bytes, line, skips, prompts_only),
+        };
+        if !wanted {
             return true;
         }
-        let Some(record) = parse_pruned(bytes, &self.turns.reads) else {
+        let need = match S::RENDERS {
+            true => &self.turns.render_reads,
+            false => &self.turns.reads,
+        };
+        let Some(record) = parse_pruned(bytes, need) else {
             return true;
         };
         if self.skipper.skips(line, &record) {
+            self.sink.skipped(line);
             return true;
         }
         if self.queue_event(&record) {
@@ -330,12 +388,22 @@ impl<'a> Reader<'a> {
         if self.turns.ignore.iter().any(|p| p.holds(&record)) {
             // Dropped, but with a queue a queued record still holds its place, and a prompt record
             // still delivers what it carries (a task notification the queue held).
+            let carried = prompt(&record);
             if self.turns.queue.is_some() {
-                match prompt(&record) {
-                    Some((true, text)) => self.b.hold(line, None, Some(text), true),
-                    Some((false, text)) => self.b.carried(&text),
+                match &carried {
+                    Some((true, text)) => self.b.hold(line, None, Some(text.clone()), true),
+                    Some((false, text)) => self.b.carried(text),
                     None if queued_here(&record) => self.b.hold(line, None, None, true),
                     None => {}
+                }
+            }
+            if S::RENDERS {
+                let text = carried.map(|(_, t)| t).or_else(|| {
+                    let mut a = self.turns.assistant.iter().filter(|t| t.applies(&record));
+                    a.find_map(|t| t.text(&record))
+                });
+                if let Some(t) = text {
+                    self.sink.note(line, &t);
                 }
             }
             return true;
@@ -354,6 +422,7 @@ impl<'a> Reader<'a> {
             false => None,
         };
         if let Some((queued, text)) = prompt {
+            self.sink.prompt(line, &text, queued);
             self.b.prompt(
                 line,
                 ts.clone(),
@@ -365,6 +434,11 @@ impl<'a> Reader<'a> {
             self.answer(line, &record, &ts, all);
         }
         self.tools(line, &record, &ts);
+        if S::RENDERS {
+            for r in self.turns.results.iter().filter(|r| r.applies(&record)) {
+                r.texts(&record, |t| self.sink.result(line, &t));
+            }
+        }
         if self
             .opts
             .stop_after_turns
@@ -394,9 +468,10 @@ impl<'a> Reader<'a> {
         true
     }
 
-    /// An assistant record: its text and message group when `all` is kept, else only that it answers.
+    /// An assistant record: its text and message group when `all` is kept or a sink renders it, else
+    /// only that it answers.
     fn answer(&mut self, line: u64, record: &Pruned<'_>, ts: &Option<String>, all: bool) {
-        if !all {
+        if !all && !S::RENDERS {
             if self
                 .turns
                 .assistant
@@ -417,7 +492,11 @@ impl<'a> Reader<'a> {
                     });
                     group
                 });
-                self.b.assistant(line, ts, group, text);
+                self.sink.answer(line, &text, group.as_deref());
+                match all {
+                    true => self.b.assistant(line, ts, group, text),
+                    false => self.b.assistant(line, ts, None, String::new()),
+                }
                 break;
             }
         }
@@ -425,26 +504,30 @@ impl<'a> Reader<'a> {
 
     /// The record's tool calls; a count needs a tool only while the turn is unanswered (or none is open).
     fn tools(&mut self, line: u64, record: &Pruned<'_>, ts: &Option<String>) {
-        let tools_matter =
-            self.opts.keep != Keep::Counts || self.b.current.as_ref().is_none_or(|c| c.quiet());
-        if !tools_matter {
+        let counting = matches!(self.opts.keep, Keep::Counts | Keep::Prompts);
+        let tools_matter = !counting || self.b.current.as_ref().is_none_or(|c| c.quiet());
+        if !tools_matter && !S::RENDERS {
             return;
         }
-        let turns = self.turns;
-        for (when, name) in &turns.tools {
-            if when.as_ref().is_none_or(|w| w.holds(record)) {
-                name.any(record, |v| {
-                    if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
-                        self.b.tool(line, ts, n.to_string());
-                    }
-                    false
-                });
+        let (b, sink) = (&mut self.b, &mut self.sink);
+        for t in self.turns.tools.iter().filter(|t| t.applies(record)) {
+            match S::RENDERS {
+                true => t.calls(record, |name, arg| {
+                    sink.call(line, &name, arg.as_deref());
+                    b.tool(line, ts, name);
+                }),
+                false => t.names(record, |name| b.tool(line, ts, name)),
             }
         }
     }
 
     /// The turns read; `bytes_read`: what was read to give the lines.
-    pub fn finish(mut self, bytes_read: u64) -> Turns {
+    pub fn finish(self, bytes_read: u64) -> Turns {
+        self.finish_with_sink(bytes_read).0
+    }
+
+    /// As `finish`, with the sink back.
+    pub fn finish_with_sink(mut self, bytes_read: u64) -> (Turns, S) {
         let (offset, line) = self.through;
         self.b.out.checkpoint = self.b.checkpoint(offset, line, &self.skipper);
         // Delivered prompts no record carried count where they were queued (the checkpoint keeps
@@ -455,7 +538,7 @@ impl<'a> Reader<'a> {
         let mut records: Vec<TurnRecord> = self.b.marker.into_iter().collect();
         records.extend(self.b.turns);
         self.b.out.records = records;
-        self.b.out
+        (self.b.out, self.sink)
     }
 }
 

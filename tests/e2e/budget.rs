@@ -4,6 +4,8 @@ use crate::common::*;
 use crate::live::{claude_line, live_world};
 use std::time::Duration;
 
+/// A run's estimate is what its agent reads: the conversation `capture turns --conversation` shows (the
+/// prompts and answers, not the JSONL around them), its header and the prompt, at four bytes a token.
 #[test]
 fn estimates_for_a_known_transcript() {
     let w = World::new();
@@ -24,16 +26,45 @@ fn estimates_for_a_known_transcript() {
     let st = find_by_path(&s, "started", &p).unwrap();
     assert_eq!(st["newBytes"], body.len());
     assert_eq!(st["newTurns"], 3);
-    assert_eq!(
-        st["estTokens"],
-        body.len().div_ceil(4),
-        "four bytes per token"
+    // The conversation: every prompt and answer with its line, the title record left out.
+    let c = json_ok(
+        w.almanac()
+            .args(["capture", "turns", "--conversation", "--json"])
+            .arg(&p),
     );
+    let text = c["conversation"].as_str().unwrap();
+    for (i, line) in [(0, 1), (1, 3), (2, 5)] {
+        assert!(
+            text.contains(&format!("[L{line}] user:\nprompt {i}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("[L{}] assistant:\nanswer\n", line + 1)),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("Left out: 1 record that is no prompt"),
+        "{text}"
+    );
+    assert_eq!(c["shown"]["prompts"], 3);
+    // Entries, the header allowance (1 KiB) and the prompt's (3 KiB), at four bytes a token.
+    let part = c["partBytes"].as_u64().unwrap();
+    assert_eq!(st["estimatedTokens"], (part + 1024 + 3 * 1024).div_ceil(4));
     assert!(st["chunk"].is_null());
     assert_eq!(s["totals"]["newBytes"], body.len());
     assert_eq!(s["totals"]["newTurns"], 3);
-    assert_eq!(s["totals"]["estTokens"], body.len().div_ceil(4));
+    assert_eq!(s["totals"]["estimatedTokens"], st["estimatedTokens"]);
     assert_eq!(s["totals"]["runs"], 1);
+    // The words say it too.
+    let out = w
+        .almanac()
+        .args(["capture", "sweep", "--dry-run"])
+        .output()
+        .unwrap();
+    let words = String::from_utf8_lossy(&out.stdout);
+    let want = format!("about {} tokens", st["estimatedTokens"]);
+    assert!(words.contains(&want), "{words}");
 }
 
 #[test]
@@ -112,12 +143,12 @@ fn a_large_part_is_captured_in_ordered_chunks_and_a_failure_keeps_the_cursor_aft
         ));
     }
     write_aged(&l.transcript, body.as_bytes(), HOURS_2);
-    // 250k tokens (about 1 MB) a run: five or six chunks; the agent fails on the third.
+    // 250k tokens (about 1 MB of conversation) a run: four or five chunks; the agent fails on the third.
     std::fs::write(l.fake.join("fail-if"), "_c0003").unwrap();
     let v = serde_json::json!({"summary": l.sweep_args(&["--max-tokens-per-run", "250000"])});
     let started = items(&v["summary"], "started");
     let n = started.len();
-    assert!((5..=7).contains(&n), "{n} chunks: {}", v["summary"]);
+    assert!((4..=6).contains(&n), "{n} chunks: {}", v["summary"]);
     for (i, st) in started.iter().enumerate() {
         assert_eq!(st["chunk"], serde_json::json!([i + 1, n]));
         if i > 0 {
@@ -133,11 +164,10 @@ fn a_large_part_is_captured_in_ordered_chunks_and_a_failure_keeps_the_cursor_aft
             b'\n',
             "each ends on a line boundary"
         );
-        assert!(
-            st["estTokens"].as_u64().unwrap() >= 250_000
-                && st["estTokens"].as_u64().unwrap() < 260_000
-                || i == n - 1
-        );
+        // A run's conversation reaches the limit (1 MB of rendering): each prompt is 1000 bytes of
+        // text in about 1.2 KB of JSONL.
+        let est = st["estimatedTokens"].as_u64().unwrap();
+        assert!((250_000..260_000).contains(&est) || i == n - 1, "{est}");
     }
     l.wait_idle();
     let runs = l.runs();

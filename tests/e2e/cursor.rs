@@ -347,7 +347,7 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
     let copy =
         std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap();
     assert!(
-        copy.contains("## Message 1 (user)\n\nнужны настройки сервера vite"),
+        copy.contains("[M1] user:\nнужны настройки сервера vite"),
         "{copy}"
     );
 
@@ -399,11 +399,11 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
     let copy =
         std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap();
     assert!(
-        copy.contains("## Message 48 (user)\n\nAdd a favicon as well."),
+        copy.contains("[M48] user:\nAdd a favicon as well."),
         "{copy}"
     );
     assert!(
-        copy.contains("## Message 49 (assistant)\n\nAdded favicon.svg."),
+        copy.contains("[M49] assistant:\nAdded favicon.svg."),
         "{copy}"
     );
     let entry = &l.ledger()["entries"][format!("cursor:{COMPOSER_2025}")];
@@ -609,10 +609,7 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
         let copy =
             std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
                 .unwrap();
-        assert!(
-            copy.contains(&format!("## Message {} (user)", seen + 1)),
-            "{copy}"
-        );
+        assert!(copy.contains(&format!("[M{}] user:", seen + 1)), "{copy}");
     }
 
     // A second known repo with the same slug: a transcript whose text names paths in this repo is

@@ -430,7 +430,10 @@ fn a_budget_that_starts_everything_reads_each_part_once_and_counts_what_a_second
         w.dry_run(&args)
     };
     let once = sweep(&[]);
-    let tokens = once["totals"]["estTokens"].as_u64().unwrap().to_string();
+    let tokens = once["totals"]["estimatedTokens"]
+        .as_u64()
+        .unwrap()
+        .to_string();
     let twice = sweep(&["--max-tokens", &tokens]);
     assert_eq!(strip_timing(once.clone()), strip_timing(twice.clone()));
     let started = once["started"].as_array().unwrap();

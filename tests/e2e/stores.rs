@@ -160,7 +160,7 @@ fn an_opencode_capture_moves_its_cursor_and_the_next_takes_only_the_new_exchange
         "{prompt}"
     );
     let text = std::fs::read_to_string(&copy).unwrap();
-    assert!(text.contains("## Message 1 (user)"), "{text}");
+    assert!(text.contains("[M1] user:"), "{text}");
     assert!(text.contains("Now check the README once more"), "{text}");
     let entry = &l.ledger()["entries"][format!("opencode:{TWO_PROMPTS}")];
     assert!(
@@ -199,7 +199,7 @@ fn an_opencode_capture_moves_its_cursor_and_the_next_takes_only_the_new_exchange
             .unwrap();
     assert!(
         text.contains(&format!(
-            "## Message {} (user)\n\nA third prompt, added later.",
+            "[M{}] user:\nA third prompt, added later.",
             messages + 1
         )),
         "{text}"
@@ -938,7 +938,7 @@ fn aider_sessions_take_their_prompts_from_the_input_history_and_a_grown_one_is_c
     let text =
         std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
             .unwrap();
-    assert!(text.contains("(user)\n\nAnd the tests?"), "{text}");
+    assert!(text.contains("] user:\nAnd the tests?"), "{text}");
     assert!(
         l.prompt(run_id)
             .contains("previously captured through message"),

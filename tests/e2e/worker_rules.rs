@@ -207,7 +207,8 @@ fn each_chunk_prompt_quotes_its_own_prompts_and_numbering_continues_across_sweep
     install_agent(&l, PROMPT_AGENT, "");
     let body: String = (1..=20).map(|n| numbered_line(&l, n)).collect();
     write_aged(&l.transcript, body.as_bytes(), HOURS_2);
-    let args = ["--max-tokens-per-run", "1600", "--max-runs", "2"];
+    // About two of these lines' conversation a run (each prompt is 1000 bytes of text).
+    let args = ["--max-tokens-per-run", "600", "--max-runs", "2"];
     let mut seen = Vec::new();
     for sweep in 0..4 {
         let s = l.sweep_args(&args);

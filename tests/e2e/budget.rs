@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use crate::live::{claude_line, live_world};
+use std::path::Path;
 use std::time::Duration;
 
 /// A run's estimate is what its agent reads: the conversation `capture turns --conversation` shows (the
@@ -329,4 +330,64 @@ fn a_repo_whose_transcripts_all_wait_for_the_budget_keeps_its_ledger_untouched()
         "a deferred transcript changes nothing in its ledger"
     );
     l.wait_idle();
+}
+
+/// A run is sized by what its agent reads. A real 3.3 MB Claude Code session (2.1.42, 25 prompts) is
+/// 830,000 tokens of JSONL at four bytes a token, far past `max_tokens_per_run` (150,000 by default),
+/// but its conversation is about 27,000: one run. Cut to 10,000 tokens a run, it is chunked by its
+/// conversation, each chunk's estimate near the limit; a Codex 0.58 session likewise.
+#[test]
+fn a_real_session_whose_conversation_fits_one_run_is_one_run_however_large_its_jsonl() {
+    for (app, rel, cwd, per_run) in [
+        (
+            "claude",
+            "claude/2.1.42/e8811ad6-93d9-4ee6-997d-2447a5d496f3.jsonl",
+            "/Users/alex/workspace/cli/.worktrees/2",
+            150_000,
+        ),
+        (
+            "codex",
+            "codex/0.58.0/rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+            "/home/user/projects/temp/chatbot-ui",
+            40_000,
+        ),
+    ] {
+        let w = World::new();
+        let repo = w.repo("work/app");
+        let body = fixture(&format!("corpus/{rel}")).replace(cwd, &repo.display().to_string());
+        let name = Path::new(rel).file_name().unwrap().to_str().unwrap();
+        let store = match app {
+            "claude" => ".claude/projects/-work-app",
+            _ => ".codex/sessions/2025/11/17",
+        };
+        let p = w.write(&format!("home/{store}/{name}"), &body, HOURS_2);
+        let limit = per_run.to_string();
+        let s = w.dry_run(&["--max-tokens-per-run", &limit]);
+        let runs: Vec<_> = items(&s, "started")
+            .into_iter()
+            .filter(|i| i["transcriptPath"] == p.display().to_string())
+            .collect();
+        assert_eq!(runs.len(), 1, "{app}: {s}");
+        let run = runs[0];
+        assert!(run["chunk"].is_null(), "{run}");
+        let raw = run["newBytes"].as_u64().unwrap();
+        let est = run["estimatedTokens"].as_u64().unwrap();
+        assert!(raw / 4 > per_run, "{app}: the JSONL alone is {raw} bytes");
+        assert!(
+            est < per_run && est * 6 < raw / 4,
+            "{app}: {est} tokens for {raw} bytes"
+        );
+        // Far below its conversation, the limit cuts it: by conversation, not by JSONL.
+        let s = w.dry_run(&["--max-tokens-per-run", &(est / 3).to_string()]);
+        let chunks: Vec<_> = items(&s, "started")
+            .into_iter()
+            .filter(|i| i["transcriptPath"] == p.display().to_string())
+            .collect();
+        assert!((3..=5).contains(&chunks.len()), "{app}: {s}");
+        let sum: u64 = chunks
+            .iter()
+            .map(|c| c["estimatedTokens"].as_u64().unwrap())
+            .sum();
+        assert!(sum >= est && sum < est * 2, "{app}: {sum} against {est}");
+    }
 }

@@ -70,6 +70,15 @@ fn sweep_apps(l: &Live, mock: &MockModel, claude: &Path, apps: &str) -> serde_js
     json_ok(&mut cmd)["summary"].clone()
 }
 
+/// The capture agent reads the conversation file its prompt names (`runs/<run-id>.transcript.md`).
+fn read_conversation() -> Turn {
+    Turn::ToolOnRequest {
+        name: "Read".into(),
+        input: json!({"file_path": "{}"}),
+        pattern: r#"(/[^\s"\\]+\.transcript\.md)"#.into(),
+    }
+}
+
 fn run_log(run: &serde_json::Value) -> String {
     std::fs::read_to_string(run["logPath"].as_str().unwrap_or_default()).unwrap_or_default()
 }
@@ -99,11 +108,13 @@ fn real_claude_session_is_captured_by_the_real_claude_agent() {
         },
         Turn::Text("main.rs is empty.".into()),
         Turn::Text("Then add a flag.".into()),
-        // Capture run 1.
+        // Capture run 1: the agent reads the conversation the prompt names, then writes a page.
+        read_conversation(),
         claude_write(&page("first").display().to_string(), PAGE),
         Turn::Text("Wrote the page.".into()),
         // The user's turn 3, then capture run 2.
         Turn::Text("Done.".into()),
+        read_conversation(),
         claude_write(&page("second").display().to_string(), PAGE),
         Turn::Text("Wrote the second page.".into()),
     ]);
@@ -143,6 +154,14 @@ fn real_claude_session_is_captured_by_the_real_claude_agent() {
         entry["lastCapturedSize"], size,
         "the cursor is the captured size: {entry}"
     );
+    // The agent read the conversation almanac rendered: the new part's first prompt, under its line.
+    let read = crate::agents_real::tool_results(&mock);
+    assert!(
+        read.iter().any(|r| r.contains("What is in src/main.rs?")
+            && r.contains("] user:")
+            && r.contains("The new part, to capture: lines 1 to")),
+        "{read:?}"
+    );
     // The run's agent session is the transcript the agent itself wrote, in the same project folder.
     let agent = run["agentSessionId"].as_str().expect(&why).to_string();
     let own = claude_transcript(&l.w.home(), &agent).expect("the agent wrote its transcript");
@@ -164,6 +183,14 @@ fn real_claude_session_is_captured_by_the_real_claude_agent() {
     let runs = l.runs();
     assert_eq!(runs[1]["status"], "done", "{}", run_log(&runs[1]));
     assert!(page("second").exists(), "{}", run_log(&runs[1]));
+    // Run 2 read its own part, the earlier prompts listed for context.
+    let read = crate::agents_real::tool_results(&mock);
+    assert!(
+        read.iter().any(|r| r.contains("Thanks")
+            && r.contains("Earlier in this session")
+            && r.contains("Add a --verbose flag")),
+        "{read:?}"
+    );
     let second = prompts(&mock)
         .into_iter()
         .find(|p| p.contains(&runs[1]["runId"].as_str().unwrap().to_string()))

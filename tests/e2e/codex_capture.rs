@@ -43,9 +43,11 @@ fn real_codex_capture_run_writes_only_the_wiki_and_skips_its_own_rollout() {
     std::fs::write(&main, ORIGINAL_MAIN).unwrap();
     write_aged(&l.transcript, l.lines(0..3).as_bytes(), HOURS_2);
     let mock = MockModel::start(vec![
-        Turn::Tool {
+        // The agent reads the conversation file its prompt names.
+        Turn::ToolOnRequest {
             name: "exec_command".into(),
-            input: json!({"cmd": format!("cat {}", l.transcript.display())}),
+            input: json!({"cmd": "cat {}"}),
+            pattern: r#"(/[^\s"\\]+\.transcript\.md)"#.into(),
         },
         Turn::Tool {
             name: "exec_command".into(),
@@ -116,7 +118,13 @@ fn real_codex_capture_run_writes_only_the_wiki_and_skips_its_own_rollout() {
         .filter_map(|r| Some(r.body["input"].as_array()?.last()?.to_string()))
         .filter(|m| m.contains("function_call_output"))
         .collect();
-    assert!(outputs[0].contains("message 2"), "{outputs:?}");
+    // What it read is the new part's conversation: its first prompt under its line, the last one too.
+    assert!(
+        outputs[0].contains("[L1] user:")
+            && outputs[0].contains("message 0")
+            && outputs[0].contains("message 2"),
+        "{outputs:?}"
+    );
     assert!(outputs[1].contains("Read-only file system"), "{outputs:?}");
     // The run's agent session is Codex's thread.
     let thread = thread_started(&log).expect("Codex printed thread.started");

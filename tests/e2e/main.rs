@@ -14,6 +14,7 @@ mod chat_clients;
 mod claude_capture;
 mod codex_capture;
 mod common;
+mod conversation;
 mod corpus;
 mod cursor;
 mod fidelity;

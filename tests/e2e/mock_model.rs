@@ -40,6 +40,44 @@ pub enum Turn {
     /// The server reads the request and never answers (for hanging-agent tests; the connection is held
     /// for 10 minutes).
     Hang,
+    /// The model calls a tool on something the request names (the path of a file the prompt points
+    /// at): group 1 of `pattern`'s first match in the request's JSON text replaces `{}` in `input`'s
+    /// string values. No match: the model answers that it found nothing.
+    ToolOnRequest {
+        name: String,
+        input: Value,
+        pattern: String,
+    },
+}
+
+impl Turn {
+    /// The turn as it answers `req`.
+    fn resolve(self, req: &Request) -> Turn {
+        let Turn::ToolOnRequest {
+            name,
+            input,
+            pattern,
+        } = self
+        else {
+            return self;
+        };
+        let text = req.body.to_string();
+        let re = regex::Regex::new(&pattern).expect("a pattern");
+        let Some(found) = re.captures(&text).and_then(|c| c.get(1)) else {
+            return Turn::Text(format!("nothing matches {pattern}"));
+        };
+        let fill = |v: &Value| match v {
+            Value::String(s) => Value::String(s.replace("{}", found.as_str())),
+            other => other.clone(),
+        };
+        let input = match &input {
+            Value::Object(o) => {
+                Value::Object(o.iter().map(|(k, v)| (k.clone(), fill(v))).collect())
+            }
+            other => fill(other),
+        };
+        Turn::Tool { name, input }
+    }
 }
 
 /// One request the server received.
@@ -164,6 +202,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             && !req.path.contains("count_tokens")
             && !req.path.contains(":countTokens");
         let turn = if takes { st.turns.pop_front() } else { None };
+        let turn = turn.map(|t| t.resolve(&req));
         (turn.unwrap_or(Turn::Text("ok".into())), st.counter)
     };
     let mut out = stream;
@@ -302,7 +341,9 @@ fn anthropic_block(turn: &Turn, n: u64) -> (Value, &'static str) {
             "tool_use",
         ),
         Turn::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
-        Turn::Error(_) | Turn::Hang => (json!({"type": "text", "text": ""}), "end_turn"),
+        Turn::Error(_) | Turn::Hang | Turn::ToolOnRequest { .. } => {
+            (json!({"type": "text", "text": ""}), "end_turn")
+        }
     }
 }
 
@@ -352,7 +393,7 @@ fn responses_events(turn: &Turn, n: u64) -> Vec<Value> {
             json!({"type": "message", "id": format!("msg_mock{n}"), "status": "completed",
             "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]})
         }
-        Turn::Error(_) | Turn::Hang => json!({}),
+        Turn::Error(_) | Turn::Hang | Turn::ToolOnRequest { .. } => json!({}),
     };
     let mut added = item.clone();
     added["status"] = json!("in_progress");
@@ -409,7 +450,9 @@ fn chat_message(turn: &Turn, n: u64) -> (Value, &'static str) {
             "tool_calls",
         ),
         Turn::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
-        Turn::Error(_) | Turn::Hang => (json!({"role": "assistant", "content": ""}), "stop"),
+        Turn::Error(_) | Turn::Hang | Turn::ToolOnRequest { .. } => {
+            (json!({"role": "assistant", "content": ""}), "stop")
+        }
     }
 }
 
@@ -465,7 +508,7 @@ fn gemini_response(turn: &Turn, n: u64, model: &str, body: &Value) -> Value {
                 json!({"functionCall": {"name": name, "args": input, "id": format!("call_mock{n}")}})
             }
             Turn::Text(t) => json!({"text": t}),
-            Turn::Error(_) | Turn::Hang => json!({"text": ""}),
+            Turn::Error(_) | Turn::Hang | Turn::ToolOnRequest { .. } => json!({"text": ""}),
         }
     };
     json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",

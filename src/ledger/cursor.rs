@@ -445,7 +445,12 @@ mod tests {
         assert_eq!(s.boundaries[0].2, sha(b"aaaa\nbb\n"));
         assert_eq!(s.boundaries[1].2, sha(b"aaaa\nbb\ncccccccc\nd\n"));
         assert_eq!((s.complete_end, s.new_lines), (21, 4));
-        let want = [("bb", 8, 1), ("cccccccc", 17, 2), ("d", 19, 3), ("e", 21, 4)];
+        let want = [
+            ("bb", 8, 1),
+            ("cccccccc", 17, 2),
+            ("d", 19, 3),
+            ("e", 21, 4),
+        ];
         let want: Vec<(String, u64, u64)> = want
             .iter()
             .map(|(l, e, n)| (l.to_string(), *e, *n))

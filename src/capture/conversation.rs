@@ -164,7 +164,6 @@ fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) 
     let f = crate::discover::open_transcript(part.transcript)?;
     let opts = crate::turns::Options {
         keep: crate::turns::Keep::Prompts,
-        user_max: EARLIER_PROMPT_MAX * 4,
         max_turns: EARLIER_READ_MAX,
         ..crate::turns::Options::default()
     };

@@ -389,5 +389,11 @@ fn a_real_session_whose_conversation_fits_one_run_is_one_run_however_large_its_j
             .map(|c| c["estimatedTokens"].as_u64().unwrap())
             .sum();
         assert!(sum >= est && sum < est * 2, "{app}: {sum} against {est}");
+        // A dry run writes nothing in the repo: no conversation, no prompt.
+        let written: Vec<String> = tree(&repo.join(".almanac"))
+            .into_iter()
+            .filter(|f| f.ends_with(".md") || f.ends_with(".json"))
+            .collect();
+        assert!(written.is_empty(), "{app}: {written:?}");
     }
 }

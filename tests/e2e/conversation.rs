@@ -141,8 +141,13 @@ fn check_run(c: &Case, l: &Live, run: &Value, records: &[Value], original: &Path
     );
     let id = run["runId"].as_str().unwrap();
     let what = format!("{} lines {from}-{to}", c.file.display());
-    let conv = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{id}.transcript.md")))
-        .unwrap_or_else(|e| panic!("{what}: no conversation: {e}"));
+    let file = l.repo.join(format!(".almanac/runs/{id}.transcript.md"));
+    let conv =
+        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{what}: no conversation: {e}"));
+    // It quotes the session: only you may read it.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{what}: mode {mode:o}");
     let asked = l.prompt(id);
     assert!(
         asked.contains(&original.display().to_string())

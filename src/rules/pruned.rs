@@ -71,7 +71,8 @@ mod tests {
     }
 
     /// A value read only as text (a prompt, a regex match) keeps an array's elements only as far as
-    /// other paths read them: a tool call's input and a tool result's output are never built.
+    /// other paths read them: a tool call's input (but an ExitPlanMode call's plan, an answer) and a tool
+    /// result's output are never built.
     #[test]
     fn a_tool_calls_input_and_a_tool_results_output_are_not_built() {
         let catalog = crate::rules::load(&[]).unwrap();
@@ -82,7 +83,7 @@ mod tests {
             parse_pruned_value(call, need),
             Some(
                 serde_json::json!({"type": "assistant", "message": {"id": "m1", "content": [
-                {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read"}]}})
+                {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read", "input": {}}]}})
             )
         );
         let result = br#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#;

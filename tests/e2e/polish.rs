@@ -221,6 +221,18 @@ fn json_outputs_match_their_schemas() {
             "turns.schema.json",
         ),
         (
+            vec![
+                "capture",
+                "turns",
+                "--json",
+                "--conversation",
+                "--since-line",
+                "1",
+                l.transcript.to_str().unwrap(),
+            ],
+            "turns.schema.json",
+        ),
+        (
             vec!["capture", "sessions", "--json"],
             "sessions.schema.json",
         ),

@@ -69,6 +69,8 @@ pub enum Reason {
     WorkerLost,
     /// A queued run no ledger entry waits for.
     Orphaned,
+    /// The transcript changed (rewritten, truncated) between queuing the run and starting its agent.
+    TranscriptChanged,
     /// The run record an entry waited for was not written by this user's almanac (no valid MAC).
     ForeignRun,
 }
@@ -110,12 +112,13 @@ impl Reason {
             Reason::AgentWroteOutsideWiki => "agent-wrote-outside-wiki",
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
+            Reason::TranscriptChanged => "transcript-changed",
             Reason::ForeignRun => "foreign-run",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 35] = [
+    pub const ALL: [Reason; 36] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -150,6 +153,7 @@ impl Reason {
         Reason::AgentWroteOutsideWiki,
         Reason::WorkerLost,
         Reason::Orphaned,
+        Reason::TranscriptChanged,
         Reason::ForeignRun,
     ];
 

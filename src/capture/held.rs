@@ -185,16 +185,21 @@ impl Held {
     }
 }
 
-/// A run the held copy waits for that the ledger on disk no longer waits for. Nothing but a lost ledger
-/// does that: sweeps, `capture reset` and `prune` leave a pending entry alone, and only this worker ends
-/// its runs. (An agent that empties `runs/` and a sweep that then writes a ledger from nothing look like
-/// an ordinary change of the file: this is what tells them apart. `rm -rf` of a directory the worker is
-/// writing to may leave the directory itself, so its identity is not enough.)
+/// A run the held copy waits for that the ledger on disk no longer waits for, and does not name as the
+/// run it last settled either. Sweeps, `capture reset` and `prune` leave a pending entry alone; a sweep
+/// settles one only from its finished run record (then the entry names that run as its last), which this
+/// worker writes just before it records the outcome itself. Anything else is a lost ledger. (An agent
+/// that empties `runs/` and a sweep that then writes a ledger from nothing look like an ordinary change
+/// of the file: this is what tells them apart. `rm -rf` of a directory the worker is writing to may
+/// leave the directory itself, so its identity is not enough.)
 fn dropped_run(held: &ledger::Ledger, disk: &ledger::Ledger) -> Option<String> {
     held.entries.iter().find_map(|(k, h)| {
         let run = h.pending_run_id.as_ref()?;
-        let waits = disk.entries.get(k).is_some_and(|e| e.waits_for(run));
-        (!waits).then(|| run.clone())
+        let settled = disk
+            .entries
+            .get(k)
+            .is_some_and(|e| e.waits_for(run) || e.last_run_id.as_deref() == Some(run.as_str()));
+        (!settled).then(|| run.clone())
     })
 }
 
@@ -207,11 +212,19 @@ fn merge_into_held(held: &ledger::Ledger, disk: &mut ledger::Ledger) {
     for (k, e) in std::mem::take(&mut disk.entries) {
         let take = match out.entries.get(&k) {
             None => true,
+            // Nothing is written back over an entry that is newer than the held one, which waits for no
+            // run of this worker: as far along, and settled or queued by a later run (run ids sort by
+            // time), e.g. another session's entry a sweep moved on meanwhile.
             Some(h) => {
-                h.status != EntryStatus::Pending
-                    && e.status == EntryStatus::Pending
-                    && e.last_captured_size == h.last_captured_size
-                    && e.last_captured_prefix_hash == h.last_captured_prefix_hash
+                let newer = h.status != EntryStatus::Pending
+                    && e.last_captured_size >= h.last_captured_size
+                    && e.last_run_id.is_some()
+                    && e.last_run_id > h.last_run_id;
+                newer
+                    || h.status != EntryStatus::Pending
+                        && e.status == EntryStatus::Pending
+                        && e.last_captured_size == h.last_captured_size
+                        && e.last_captured_prefix_hash == h.last_captured_prefix_hash
             }
         };
         if take {
@@ -229,5 +242,83 @@ fn merge_into_held(held: &ledger::Ledger, disk: &mut ledger::Ledger) {
 fn reopen_log(repo: &Path) {
     if let Ok(f) = crate::util::atomic::open_append_private(&ledger::worker_log_path(repo)) {
         crate::platform::redirect_output(&f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{LedgerEntry, PendingChunk};
+
+    fn entry(size: u64) -> LedgerEntry {
+        let mut e = LedgerEntry::fresh("claude", "s", "/t/s.jsonl");
+        e.last_captured_size = size;
+        e
+    }
+
+    fn waiting(size: u64, run: &str) -> LedgerEntry {
+        let mut e = entry(size);
+        let chunk = PendingChunk {
+            run_id: run.into(),
+            to_size: size + 10,
+            to_line: 2,
+            prefix_hash: "sha256:x".into(),
+            last_record_id: None,
+        };
+        e.mark_pending(chunk, "2026-12-04T00:00:00.000Z");
+        e
+    }
+
+    fn ledger(entries: &[(&str, LedgerEntry)]) -> ledger::Ledger {
+        let mut l = ledger::Ledger::default();
+        for (k, e) in entries {
+            l.entries.insert(k.to_string(), e.clone());
+        }
+        l
+    }
+
+    /// A sweep that settled this worker's run from its record is not a lost ledger; a ledger that forgot
+    /// the run is.
+    #[test]
+    fn a_run_a_sweep_settled_is_not_a_dropped_run() {
+        let held = ledger(&[("a", waiting(0, "run_1"))]);
+        let mut settled = waiting(0, "run_1");
+        settled.complete("run_1", "2026-12-04T00:00:01.000Z");
+        assert_eq!(dropped_run(&held, &ledger(&[("a", settled.clone())])), None);
+        let mut failed = waiting(0, "run_1");
+        failed.fail("run_1", "exit 3");
+        assert_eq!(dropped_run(&held, &ledger(&[("a", failed)])), None);
+        // ...and queued again by a later sweep only after a run of its own: still its settling.
+        assert_eq!(
+            dropped_run(&held, &ledger(&[("a", waiting(0, "run_1"))])),
+            None
+        );
+        // A ledger written from nothing, or without the entry: lost.
+        assert_eq!(
+            dropped_run(&held, &ledger(&[("a", waiting(0, "run_2"))])).as_deref(),
+            Some("run_1")
+        );
+        assert_eq!(dropped_run(&held, &ledger(&[])).as_deref(), Some("run_1"));
+    }
+
+    /// Written back after a lost ledger: the held entries, but not over a newer one of another session.
+    #[test]
+    fn nothing_is_written_back_over_a_newer_entry() {
+        let mut older = entry(100);
+        older.last_run_id = Some("run_1".into());
+        let mut newer = entry(200);
+        newer.last_run_id = Some("run_5".into());
+        let held = ledger(&[("mine", waiting(0, "run_4")), ("other", older.clone())]);
+        let mut disk = ledger(&[("mine", waiting(0, "run_6")), ("other", newer.clone())]);
+        merge_into_held(&held, &mut disk);
+        assert_eq!(disk.entries["other"], newer, "the newer entry is kept");
+        assert!(
+            disk.entries["mine"].waits_for("run_4"),
+            "the held run is not given up"
+        );
+        // An entry that went back (a ledger written from nothing) is not newer.
+        let mut disk = ledger(&[("other", entry(0))]);
+        merge_into_held(&held, &mut disk);
+        assert_eq!(disk.entries["other"], older);
     }
 }

@@ -34,6 +34,21 @@ pub fn settle(r: &RunRecord) -> bool {
     }
 }
 
+/// Whether the agent process `p` a run record or a slot names still runs (or cannot be told apart from
+/// one that does).
+pub fn still_running(p: AgentProcess) -> bool {
+    !matches!(whose(p), Owner::Nobody)
+}
+
+/// Stops the agent process `p` left running (as `settle` does); whether it is gone.
+pub fn stop_left(p: AgentProcess) -> bool {
+    match whose(p) {
+        Owner::Nobody => true,
+        Owner::Unknown => false,
+        Owner::Ours => stop(p),
+    }
+}
+
 enum Owner {
     /// No process of that run is left (or the number now names someone else's process).
     Nobody,

@@ -58,7 +58,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             let Some(record) = pick_next(repo, &mut known, &mut held) else {
                 break;
             };
-            execute(cx, repo, record, &mut held);
+            execute(cx, repo, record, &mut held, slot.as_ref());
             drop(slot);
             locks.retake_repo_lock(repo);
         }
@@ -79,7 +79,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
 }
 
 /// An agent slot (`slots`), waited for; None when the slots cannot be used at all.
-fn take_slot(cx: &Context) -> Option<crate::util::lock::FileLock> {
+fn take_slot(cx: &Context) -> Option<super::slots::Slot> {
     let max = crate::config::load(&cx.config_path())
         .map(|c| c.capture.max_parallel_agents)
         .unwrap_or(2);
@@ -237,7 +237,13 @@ fn pick_next(
     None
 }
 
-fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
+fn execute(
+    cx: &Context,
+    repo: &Path,
+    mut record: RunRecord,
+    held: &mut Held,
+    slot: Option<&super::slots::Slot>,
+) {
     if let Some(b) = super::breaker::tripped(&cx.almanac_home, record.sweep_id.as_deref()) {
         cancel_by_breaker(
             repo,
@@ -246,6 +252,10 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
             b.reason.as_deref().unwrap_or("too many failures in a row"),
         );
         return;
+    }
+    if let Err(why) = transcript_unchanged(&record) {
+        note(&format!("{}: not run: {why}", record.run_id));
+        return finish(repo, held, record, RunEnd::Cancelled(why));
     }
     let runs = runs_dir(repo);
     super::logs::rotate_worker_log(repo);
@@ -272,6 +282,14 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
                 let before = super::verify::Snapshot::take(repo);
                 super::prompt::note_agent_start(&cx.almanac_home, repo, chrono::Utc::now());
                 let out = agent::invoke(def, &queued, repo, &log, limits, |learned| {
+                    // The slot names its agent, to be stopped at its timeout should this worker die.
+                    if let (agent::Learned::Spawned(p), Some(slot)) = (&learned, slot) {
+                        let until = chrono::Utc::now()
+                            + chrono::Duration::from_std(limits.timeout).unwrap_or_default();
+                        if let Err(e) = slot.occupy(*p, until, &record.run_id) {
+                            note(&format!("cannot note the agent in its slot: {e}"));
+                        }
+                    }
                     learn(repo, &runs, &mut record, held, learned)
                 });
                 record.agent_pid = out.agent_pid;
@@ -295,6 +313,40 @@ fn execute(cx: &Context, repo: &Path, mut record: RunRecord, held: &mut Held) {
     super::breaker::record(&cx.almanac_home, sweep_id.as_deref(), failed);
 }
 
+/// The transcript still holds the lines the run was queued for, as they were when the sweep read them
+/// (and rendered them for the agent): the same prefix hash up to the run's end (a view: the same message
+/// ids). A transcript rewritten or truncated while the run waited is the next sweep's to handle (a
+/// prefix mismatch, or a recovery after the last captured record), so the run is cancelled, spending no
+/// attempt, and the cursor stays.
+fn transcript_unchanged(record: &RunRecord) -> Result<(), String> {
+    use crate::discover::views::ids;
+    let path = Path::new(&record.transcript_path);
+    let changed = |what: String| {
+        format!(
+            "{}: {} changed after this run was queued ({what}); the next sweep reads it again",
+            Reason::TranscriptChanged,
+            path.display()
+        )
+    };
+    let now = match record.prefix_hash.starts_with(ids::IDS_PREFIX) {
+        true => ids::hashes(path, &[record.to_line]).map(|mut h| h.pop().flatten().map(|x| x.1)),
+        false => crate::discover::open_transcript(path)
+            .and_then(|f| crate::ledger::cursor::prefix_hash(f, record.to_byte)),
+    };
+    match now {
+        Ok(Some(h)) if h == record.prefix_hash => Ok(()),
+        Ok(Some(_)) => Err(changed(format!(
+            "its first {} bytes are not the ones queued",
+            record.to_byte
+        ))),
+        Ok(None) => Err(changed(format!(
+            "it no longer holds the {} lines queued",
+            record.to_line
+        ))),
+        Err(e) => Err(changed(format!("it cannot be read: {e}"))),
+    }
+}
+
 /// Records the outcome: run record first, then (under the repo lock) the ledger entry. The cursor moves
 /// only when the agent exited 0; a cancelled run spends no attempt.
 fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: RunEnd) {
@@ -309,8 +361,24 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: RunEnd) 
     }
     let now = chrono::Utc::now();
     record.finish(&outcome, &crate::policy::iso(now));
-    persist_finished(&runs, &record);
-    let _guard = ledger::lock_repo(repo).ok();
+    // The record and the entry are written under one hold of the repo lock, so no sweep reconciles the
+    // entry from the record in between (the worker would take that for a ledger someone replaced). Only
+    // when the record cannot be written (a full disk) is the lock let go while the worker retries: sweeps
+    // go on meanwhile, and one that reconciles the run is told apart from a lost ledger (`held`).
+    let mut guard = ledger::lock_repo(repo).ok();
+    let written =
+        crate::util::fault::disk_full("post-run").and_then(|()| run::write(&runs, &record));
+    if let Err(e) = written {
+        note(&format!(
+            "cannot write run record {} (exit code {:?}): {e}; retrying",
+            record.run_id, record.exit_code
+        ));
+        drop(guard.take());
+        persist_finished(&runs, &record);
+        guard = ledger::lock_repo(repo).ok();
+    }
+    let _guard = guard;
+    crate::util::fault::pause("run-recorded");
     crate::util::fault::point("before-cursor-commit");
     let cancelled = update_entry(repo, held, &record, |entry| match &outcome {
         RunEnd::Done => {
@@ -342,36 +410,29 @@ fn finish(repo: &Path, held: &mut Held, mut record: RunRecord, outcome: RunEnd) 
 const PERSIST_FOR: Duration = Duration::from_secs(3600);
 const PERSIST_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// Writes the finished record ("the agent exited with code C") before anything else, retrying with
-/// backoff while it fails. The worker keeps its lock meanwhile, so no sweep takes the run for lost and
-/// runs the agent on the same lines again; the repo lock is not held, so sweeps go on.
+/// Writes the finished record ("the agent exited with code C"), which a first try could not, retrying
+/// with backoff while it fails. The worker keeps its lock meanwhile, so no sweep takes the run for lost
+/// and runs the agent on the same lines again; the repo lock is not held, so sweeps go on.
 fn persist_finished(runs: &Path, record: &RunRecord) {
     let start = Instant::now();
     let mut delay = Duration::from_millis(50);
-    let mut tries = 0u32;
+    let mut tries = 1u32;
     loop {
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(PERSIST_BACKOFF_MAX);
         let written =
             crate::util::fault::disk_full("post-run").and_then(|()| run::write(runs, record));
         let e = match written {
-            Ok(()) if tries == 0 => return,
             Ok(()) => return note(&format!("{}: run record written", record.run_id)),
             Err(e) => e,
         };
         tries += 1;
-        if tries == 1 {
-            note(&format!(
-                "cannot write run record {} (exit code {:?}): {e}; retrying",
-                record.run_id, record.exit_code
-            ));
-        }
         if start.elapsed() >= PERSIST_FOR {
             return note(&format!(
                 "giving up on run record {} after {tries} tries: {e}",
                 record.run_id
             ));
         }
-        std::thread::sleep(delay);
-        delay = (delay * 2).min(PERSIST_BACKOFF_MAX);
     }
 }
 

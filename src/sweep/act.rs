@@ -76,6 +76,15 @@ impl Updates {
             e.last_record_id = r.copied.as_ref().map(|c| c.last_id.clone());
         } else if r.recovered.is_some() {
             e.recover_cursor(r.from_byte, r.from_line_before, r.hash_at_cursor.clone());
+        } else if let Some(c) = &r.copied {
+            // A copy's cursor moves past the lines the session it copied captured or queued since.
+            e.place_cursor(
+                r.from_byte,
+                r.from_line_before,
+                r.hash_at_cursor.clone(),
+                true,
+            );
+            e.last_record_id = Some(c.last_id.clone());
         }
         e
     }

@@ -54,6 +54,10 @@ pub fn run(catalog: &Catalog, cx: &Context, opts: &SweepOptions) -> Summary {
     let since = opts.settings.capture_since.map(policy::iso);
     let mut summary = Summary::new(opts.dry_run, since);
     summary.list_skipped = opts.list_skipped;
+    if live {
+        // An agent whose worker died holds its slot until it ends; past its timeout it is stopped here.
+        crate::capture::slots::reap(&cx.almanac_home, |m| eprintln!("almanac: {m}"));
+    }
     let gathered = gather::gather(catalog, cx, &opts.apps, live, &mut summary, &trace);
     phases(
         catalog,

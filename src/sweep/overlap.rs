@@ -20,7 +20,9 @@ pub struct Known {
     pub last: String,
 }
 
-/// The sessions of a ledger that remember record ids (what the first-sight check compares).
+/// The sessions of a ledger that remember record ids (what the overlap check compares). A session's last
+/// id is that of the last record it captured or has queued: lines a run of it will capture are its own
+/// as much as those it captured.
 pub fn known(entries: &BTreeMap<String, LedgerEntry>) -> Vec<Known> {
     entries
         .values()
@@ -29,10 +31,24 @@ pub fn known(entries: &BTreeMap<String, LedgerEntry>) -> Vec<Known> {
                 app: e.app.clone(),
                 session_id: e.session_id.clone(),
                 first: e.first_record_id.clone()?,
-                last: e.last_record_id.clone()?,
+                last: last_claimed(e)?.to_string(),
             })
         })
         .collect()
+}
+
+/// The id of the last record `e` captured or has a run queued for.
+pub fn last_claimed(e: &LedgerEntry) -> Option<&str> {
+    let queued = match e.status {
+        crate::ledger::EntryStatus::Pending => e
+            .pending_rest
+            .iter()
+            .rev()
+            .find_map(|c| c.last_record_id.as_deref())
+            .or(e.pending_last_record_id.as_deref()),
+        _ => None,
+    };
+    queued.or(e.last_record_id.as_deref())
 }
 
 /// Lines at the start of a first-seen transcript copied from a session already captured.
@@ -103,17 +119,66 @@ pub fn copied_from(
     known: &[Known],
     bytes_read: &mut u64,
 ) -> io::Result<Option<Copied>> {
-    let candidates: Vec<&Known> = known
-        .iter()
-        .filter(|k| *k.app == *file.app && Some(k.session_id.as_str()) != own_session)
-        .collect();
-    if candidates.is_empty() || rule.record_id.is_none() {
+    if !known.iter().any(|k| other(k, file, own_session)) || rule.record_id.is_none() {
         return Ok(None);
     }
     let Some(first) = first_id(rule, &file.path, bytes_read)? else {
         return Ok(None);
     };
-    for k in candidates.into_iter().filter(|k| k.first == first) {
+    after_known(rule, file, &first, own_session, known, bytes_read)
+}
+
+/// For the entry of a transcript that was a copy when first seen: whether the session it copied has since
+/// captured, or queued, lines the copy holds past its cursor (it had them pending then, or both were
+/// first seen by one sweep). Then the cursor after them: they are that session's to capture.
+pub fn copied_past(
+    rule: &RuleSet,
+    file: &FoundFile,
+    entry: &LedgerEntry,
+    known: &[Known],
+    bytes_read: &mut u64,
+) -> io::Result<Option<Copied>> {
+    let Some(first) = entry.first_record_id.as_deref() else {
+        return Ok(None);
+    };
+    // A view's cursor is its messages' ids, not bytes.
+    if entry
+        .last_captured_prefix_hash
+        .starts_with(crate::discover::views::ids::IDS_PREFIX)
+    {
+        return Ok(None);
+    }
+    let own = Some(entry.session_id.as_str());
+    if !known
+        .iter()
+        .any(|k| other(k, file, own) && k.first == first)
+        || rule.record_id.is_none()
+    {
+        return Ok(None);
+    }
+    let c = after_known(rule, file, first, own, known, bytes_read)?;
+    Ok(c.filter(|c| c.bytes > entry.last_captured_size))
+}
+
+/// A known session of the file's app other than its own.
+fn other(k: &Known, file: &FoundFile, own_session: Option<&str>) -> bool {
+    *k.app == *file.app && Some(k.session_id.as_str()) != own_session
+}
+
+/// The cursor after the last record a known session starting with record `first` captured or queued,
+/// when the file holds that record.
+fn after_known(
+    rule: &RuleSet,
+    file: &FoundFile,
+    first: &str,
+    own_session: Option<&str>,
+    known: &[Known],
+    bytes_read: &mut u64,
+) -> io::Result<Option<Copied>> {
+    for k in known
+        .iter()
+        .filter(|k| other(k, file, own_session) && k.first == first)
+    {
         if let Some((bytes, lines)) = after_id(rule, &file.path, &k.last, bytes_read)? {
             return Ok(Some(Copied {
                 session_id: k.session_id.clone(),
@@ -203,15 +268,16 @@ pub fn context(
             rc.detail
         ));
     }
-    if !first_seen {
-        return None;
-    }
     if let Some(c) = &r.copied {
         return Some(format!(
             "Lines 1 to {} of this transcript are copied from session {} (a fork or resume of it), which \
-             was already captured: do not document them again; read them only for context.",
+             captured them (or has a run queued for them): do not document them again; read them only for \
+             context.",
             c.lines, c.session_id
         ));
+    }
+    if !first_seen {
+        return None;
     }
     rule.fields.iter().find(|f| f.name == "fork_of")?;
     let head = discover::read_head(rule, file).ok()?;

@@ -126,6 +126,12 @@ pub fn read_new_parts(
                     .ok()
                     .flatten()
             }
+            // A copy's entry, whose source may have captured or queued lines past its cursor since.
+            (Some(e), Some(k)) if !from_start => {
+                super::overlap::copied_past(rule, file, e, k, &mut bytes_read)
+                    .ok()
+                    .flatten()
+            }
             _ => None,
         };
         let mut counting = count_now

@@ -124,6 +124,12 @@ fn decide_range_in(
             let at = view_at.as_ref().expect("checked");
             (at.bytes, at.lines, false)
         }
+        // A copy whose source has since captured or queued lines past its cursor: placed after them,
+        // once its own captured prefix is verified.
+        (Some(e), _) if copied.is_some() && prefix_holds(file, e)? => {
+            let c = copied.as_ref().expect("checked");
+            (c.bytes, c.lines, true)
+        }
         (Some(e), _) => {
             if file.size < e.last_captured_size {
                 let why = format!(
@@ -209,6 +215,13 @@ fn scan_sized(
     };
     let scan = cursor::scan_lines(open, bytes, hash, cut, on_line).map_err(|e| e.to_string())?;
     Ok((scan, measure.map(Measure::finish)))
+}
+
+/// Whether the transcript still starts with the bytes `e` captured.
+fn prefix_holds(file: &FoundFile, e: &LedgerEntry) -> Result<bool, String> {
+    let open = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    let h = cursor::prefix_hash(open, e.last_captured_size).map_err(|e| e.to_string())?;
+    Ok(h.as_deref() == Some(e.last_captured_prefix_hash.as_str()))
 }
 
 /// What the scan after a cursor found: nothing complete (unchanged) or the range to capture.

@@ -35,6 +35,7 @@ mod mock_model;
 mod perf;
 mod polish;
 mod prompts;
+mod races;
 mod real_clients;
 mod real_stores;
 mod real_stores_aider;

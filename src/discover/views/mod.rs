@@ -9,6 +9,7 @@
 //! them costs no read and no query; a view is rewritten only when its bytes change.
 
 mod copy;
+pub mod ids;
 mod markdown;
 mod project;
 pub mod read;

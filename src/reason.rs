@@ -71,6 +71,8 @@ pub enum Reason {
     Orphaned,
     /// The transcript changed (rewritten, truncated) between queuing the run and starting its agent.
     TranscriptChanged,
+    /// Another session of the transcript's family (a fork, its source) claimed records of the run first.
+    CapturedElsewhere,
     /// The run record an entry waited for was not written by this user's almanac (no valid MAC).
     ForeignRun,
 }
@@ -113,12 +115,13 @@ impl Reason {
             Reason::WorkerLost => "worker-lost",
             Reason::Orphaned => "orphaned",
             Reason::TranscriptChanged => "transcript-changed",
+            Reason::CapturedElsewhere => "captured-elsewhere",
             Reason::ForeignRun => "foreign-run",
         }
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 36] = [
+    pub const ALL: [Reason; 37] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -154,6 +157,7 @@ impl Reason {
         Reason::WorkerLost,
         Reason::Orphaned,
         Reason::TranscriptChanged,
+        Reason::CapturedElsewhere,
         Reason::ForeignRun,
     ];
 

@@ -5,6 +5,7 @@ pub mod agent;
 mod agent_io;
 pub mod breaker;
 pub mod conversation;
+mod copied;
 mod held;
 pub mod logs;
 pub mod orphan;

@@ -31,6 +31,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
     }
     let mut known = HashMap::new();
     let mut held = Held::new();
+    let mut rules = super::copied::Rules::new(&cx.almanac_home);
     loop {
         // A ledger this version cannot read is left alone: nothing runs and nothing is rewritten here.
         if let Some(n) = ledger::is_newer(repo) {
@@ -55,7 +56,7 @@ pub fn run_worker(cx: &Context, repo: &Path) -> i32 {
             if super::agent::interrupted() {
                 break;
             }
-            let Some(record) = pick_next(repo, &mut known, &mut held) else {
+            let Some(record) = pick_next(repo, &mut known, &mut held, &mut rules) else {
                 break;
             };
             execute(cx, repo, record, &mut held, slot.as_ref());
@@ -186,6 +187,7 @@ fn pick_next(
     repo: &Path,
     known: &mut HashMap<String, RunStatus>,
     held: &mut Held,
+    rules: &mut super::copied::Rules,
 ) -> Option<RunRecord> {
     let runs = runs_dir(repo);
     let _guard = match ledger::lock_repo(repo) {
@@ -195,13 +197,10 @@ fn pick_next(
             return None;
         }
     };
-    let ledger = match held.current(repo) {
-        Ok(l) => l,
-        Err(e) => {
-            note(&format!("cannot read the ledger: {e}"));
-            return None;
-        }
-    };
+    if let Err(e) = held.current(repo) {
+        note(&format!("cannot read the ledger: {e}"));
+        return None;
+    }
     for id in queued_ids(repo, known) {
         let Some(mut r) = run::read(&runs, &id) else {
             known.remove(&id);
@@ -211,7 +210,8 @@ fn pick_next(
         if r.status != RunStatus::Queued {
             continue;
         }
-        let waited_for = ledger
+        let waited_for = held
+            .ledger
             .entries
             .get(&key(&r.app, &r.session_id))
             .is_some_and(|e| e.waits_for(&r.run_id));
@@ -225,6 +225,23 @@ fn pick_next(
             );
             let _ = run::write(&runs, &r);
             known.insert(r.run_id.clone(), RunStatus::Failed);
+            continue;
+        }
+        // Records another session of its family claimed first are not this run's to capture.
+        if let Some(why) = super::copied::claimed_elsewhere(rules, &held.ledger, &r) {
+            note(&format!("{}: not run: {why}", r.run_id));
+            r.finish(&RunEnd::Cancelled(why.clone()), &now_iso());
+            let _ = run::write(&runs, &r);
+            known.insert(r.run_id.clone(), RunStatus::Cancelled);
+            // The entry stops waiting (saved with the next outcome; a sweep before that settles it
+            // from the record), and so do its later chunks.
+            let entry = held.ledger.entries.get_mut(&key(&r.app, &r.session_id));
+            let later = entry.map(|e| e.cancel(&r.run_id, &why)).unwrap_or_default();
+            run::cancel_queued(&runs, &later, &why, &now_iso());
+            for id in later {
+                known.insert(id, RunStatus::Failed);
+            }
+            held.dirty = true;
             continue;
         }
         super::trust::paths_from_id(&runs, &mut r);

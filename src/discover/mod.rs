@@ -6,6 +6,7 @@ mod examined;
 pub mod head;
 mod in_project;
 pub mod locate;
+pub mod records;
 pub mod registry;
 pub mod repo;
 mod roots;

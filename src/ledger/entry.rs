@@ -103,6 +103,11 @@ pub struct LedgerEntry {
     pub last_record_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_last_record_id: Option<String>,
+    /// The spans of bytes (from, to) the cursor skipped because another session of the transcript's
+    /// family (a fork, an old-style resume, the session they came from) claimed their records first:
+    /// they are that session's, so this one does not claim them (docs/state.md, "Identity and overlap").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copied_spans: Vec<(u64, u64)>,
     /// Fields this version does not know (written by a later minor change): kept on rewrite.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -121,6 +126,43 @@ pub struct PendingChunk {
 }
 
 impl LedgerEntry {
+    /// The cursor skipped bytes `from..to`: records another session of its family claimed first.
+    pub fn skip_copied(&mut self, from: u64, to: u64) {
+        if to > from {
+            self.copied_spans.push((from, to));
+        }
+    }
+
+    /// The spans of its transcript's first `to` bytes this session claims: all, less those it skipped
+    /// as copied.
+    pub fn claims_before(&self, to: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &(a, b) in &self.copied_spans {
+            if a.min(to) > at {
+                out.push((at, a.min(to)));
+            }
+            at = at.max(b);
+        }
+        if to > at {
+            out.push((at, to));
+        }
+        out
+    }
+
+    /// The bytes of its transcript this session captured or has queued runs for.
+    pub fn claimed_to(&self) -> u64 {
+        match self.status {
+            EntryStatus::Pending => self
+                .pending_rest
+                .last()
+                .map(|c| c.to_size)
+                .or(self.pending_to_size)
+                .unwrap_or(self.last_captured_size),
+            _ => self.last_captured_size,
+        }
+    }
+
     pub fn fresh(app: &str, session_id: &str, path: &str) -> LedgerEntry {
         LedgerEntry {
             path: path.to_string(),
@@ -146,6 +188,7 @@ impl LedgerEntry {
             no_content_through: None,
             wrote_outside_wiki: None,
             pending_rest: Vec::new(),
+            copied_spans: Vec::new(),
             first_record_id: None,
             last_record_id: None,
             pending_last_record_id: None,
@@ -169,6 +212,8 @@ impl LedgerEntry {
         self.last_captured_line = lines;
         self.last_captured_prefix_hash = hash;
         self.no_content_through = None;
+        // Where the skipped copies now lie is unknown: the session claims all it captured.
+        self.copied_spans.clear();
         self.end_prefix_mismatch();
     }
 
@@ -239,6 +284,7 @@ impl LedgerEntry {
     ) {
         self.status = EntryStatus::Done;
         self.place_cursor(bytes, lines, hash, true);
+        self.copied_spans.clear();
         self.last_record_id = None;
         self.attempts = 0;
         self.last_error = None;
@@ -368,6 +414,24 @@ mod tests {
     }
 
     use super::*;
+
+    /// A session claims what it captured, less the spans its cursor skipped as its family's records; an
+    /// empty skip is not remembered, and the spans survive the ledger's JSON.
+    #[test]
+    fn a_session_claims_what_it_captured_less_what_it_skipped() {
+        let mut e = LedgerEntry::fresh("claude", "s", "/t.jsonl");
+        assert_eq!(e.claims_before(100), [(0, 100)]);
+        e.skip_copied(0, 30);
+        e.skip_copied(50, 50);
+        e.skip_copied(60, 70);
+        assert_eq!(e.copied_spans, [(0, 30), (60, 70)]);
+        assert_eq!(e.claims_before(100), [(30, 60), (70, 100)]);
+        assert_eq!(e.claims_before(65), [(30, 60)]);
+        assert_eq!(e.claims_before(20), []);
+        let back: LedgerEntry = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+        assert_eq!(back.copied_spans, e.copied_spans);
+        assert_eq!(serde_json::to_value(&e).unwrap()["copiedSpans"][1][0], 60);
+    }
 
     fn chunk(id: &str, to: u64) -> PendingChunk {
         PendingChunk {

@@ -74,17 +74,22 @@ impl Updates {
                 r.from_byte > 0,
             );
             e.last_record_id = r.copied.as_ref().map(|c| c.last_id.clone());
+            if let Some(c) = &r.copied {
+                e.skip_copied(c.from, c.bytes);
+            }
         } else if r.recovered.is_some() {
             e.recover_cursor(r.from_byte, r.from_line_before, r.hash_at_cursor.clone());
         } else if let Some(c) = &r.copied {
             // A copy's cursor moves past the lines the session it copied captured or queued since.
+            let baseline = e.baseline;
             e.place_cursor(
                 r.from_byte,
                 r.from_line_before,
                 r.hash_at_cursor.clone(),
-                true,
+                baseline,
             );
             e.last_record_id = Some(c.last_id.clone());
+            e.skip_copied(c.from, c.bytes);
         }
         e
     }

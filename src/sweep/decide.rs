@@ -428,10 +428,19 @@ fn repo_pass(
             ex.session_id.as_deref().map(|sid| key(&file.app, sid))
         })
         .collect();
-    // Only a transcript the ledger does not know is compared with the known sessions' records.
+    // A first-seen transcript, and the entry of one of a session family (its records may have been
+    // claimed by another member since), are compared with the sessions' claimed records.
+    let families = || {
+        let mut firsts = std::collections::HashSet::new();
+        entries
+            .values()
+            .filter_map(|e| e.first_record_id.as_deref().map(|f| (e.app.as_str(), f)))
+            .any(|f| !firsts.insert(f))
+    };
     if keys
         .iter()
         .any(|k| k.as_ref().is_none_or(|k| !entries.contains_key(k)))
+        || families()
     {
         pass.known = super::overlap::known(entries);
     }

@@ -7,22 +7,24 @@ use crate::discover::{self, FoundFile};
 use crate::ledger::LedgerEntry;
 use crate::rules::RuleSet;
 use crate::util::lines::{parse_object, LineReader};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// A captured session of this repo whose first and last captured record ids are known.
+/// A captured session of this repo whose first record id is known.
 #[derive(Debug, Clone)]
 pub struct Known {
     pub app: String,
     pub session_id: String,
     pub first: String,
-    pub last: String,
+    /// Its transcript, and the spans of it that it captured or has queued, less those it copied.
+    pub path: String,
+    pub claimed: Vec<(u64, u64)>,
 }
 
-/// The sessions of a ledger that remember record ids (what the overlap check compares). A session's last
-/// id is that of the last record it captured or has queued: lines a run of it will capture are its own
-/// as much as those it captured.
+/// The sessions of a ledger that remember record ids (what the overlap check compares). A session
+/// claims the records it captured or has queued: lines a run of it will capture are its own as much as
+/// those it captured.
 pub fn known(entries: &BTreeMap<String, LedgerEntry>) -> Vec<Known> {
     entries
         .values()
@@ -31,31 +33,19 @@ pub fn known(entries: &BTreeMap<String, LedgerEntry>) -> Vec<Known> {
                 app: e.app.clone(),
                 session_id: e.session_id.clone(),
                 first: e.first_record_id.clone()?,
-                last: last_claimed(e)?.to_string(),
+                path: e.path.clone(),
+                claimed: e.claims_before(e.claimed_to()),
             })
         })
         .collect()
-}
-
-/// The id of the last record `e` captured or has a run queued for.
-pub fn last_claimed(e: &LedgerEntry) -> Option<&str> {
-    let queued = match e.status {
-        crate::ledger::EntryStatus::Pending => e
-            .pending_rest
-            .iter()
-            .rev()
-            .find_map(|c| c.last_record_id.as_deref())
-            .or(e.pending_last_record_id.as_deref()),
-        _ => None,
-    };
-    queued.or(e.last_record_id.as_deref())
 }
 
 /// Lines at the start of a first-seen transcript copied from a session already captured.
 #[derive(Debug, Clone)]
 pub struct Copied {
     pub session_id: String,
-    /// The cursor just after the last copied record.
+    /// Where the copied records begin (the cursor before them), and the cursor just after the last.
+    pub from: u64,
     pub bytes: u64,
     pub lines: u64,
     pub last_id: String,
@@ -109,55 +99,56 @@ pub fn after_id(
     Ok(found)
 }
 
-/// Whether a first-seen transcript starts with records of a captured session of the same app: then the
-/// cursor after the last of them that was captured (one head read; the file is read up to that record
-/// only when its first record was captured).
+/// Where a transcript of a session family (whose first record is another session's first: a fork, an
+/// old-style resume, or the session they came from) stands against the records the family's other
+/// sessions claimed (captured, or queued): those are theirs, never captured twice.
+#[derive(Debug, Clone, Default)]
+pub struct Shared {
+    /// The claimed records right at the start of the part: the cursor goes after them.
+    pub copied: Option<Copied>,
+    /// Where the first claimed record after them begins (bytes, lines before it): the part ends there,
+    /// and the next sweep skips the claimed ones.
+    pub until: Option<(u64, u64)>,
+}
+
+/// For a first-seen transcript whose first record starts a captured session of the same app (one head
+/// read; the rest only then).
 pub fn copied_from(
     rule: &RuleSet,
     file: &FoundFile,
     own_session: Option<&str>,
     known: &[Known],
     bytes_read: &mut u64,
-) -> io::Result<Option<Copied>> {
-    if !known.iter().any(|k| other(k, file, own_session)) || rule.record_id.is_none() {
+) -> io::Result<Option<Shared>> {
+    if !discover::records::compares(rule) || !known.iter().any(|k| other(k, file, own_session)) {
         return Ok(None);
     }
     let Some(first) = first_id(rule, &file.path, bytes_read)? else {
         return Ok(None);
     };
-    after_known(rule, file, &first, own_session, known, bytes_read)
+    shared(rule, file, (&first, (0, 0)), own_session, known, bytes_read)
 }
 
-/// For the entry of a transcript that was a copy when first seen: whether the session it copied has since
-/// captured, or queued, lines the copy holds past its cursor (it had them pending then, or both were
-/// first seen by one sweep). Then the cursor after them: they are that session's to capture.
+/// For the entry of a transcript of a session family: the other sessions may have captured or queued
+/// records it holds past its cursor since (they had them pending when it was first seen, both were first
+/// seen by one sweep, or the other captured its copy of them first).
 pub fn copied_past(
     rule: &RuleSet,
     file: &FoundFile,
     entry: &LedgerEntry,
     known: &[Known],
     bytes_read: &mut u64,
-) -> io::Result<Option<Copied>> {
-    let Some(first) = entry.first_record_id.as_deref() else {
+) -> io::Result<Option<Shared>> {
+    let Some(first) = entry
+        .first_record_id
+        .as_deref()
+        .filter(|_| discover::records::compares(rule))
+    else {
         return Ok(None);
     };
-    // A view's cursor is its messages' ids, not bytes.
-    if entry
-        .last_captured_prefix_hash
-        .starts_with(crate::discover::views::ids::IDS_PREFIX)
-    {
-        return Ok(None);
-    }
     let own = Some(entry.session_id.as_str());
-    if !known
-        .iter()
-        .any(|k| other(k, file, own) && k.first == first)
-        || rule.record_id.is_none()
-    {
-        return Ok(None);
-    }
-    let c = after_known(rule, file, first, own, known, bytes_read)?;
-    Ok(c.filter(|c| c.bytes > entry.last_captured_size))
+    let start = (entry.last_captured_size, entry.last_captured_line);
+    shared(rule, file, (first, start), own, known, bytes_read)
 }
 
 /// A known session of the file's app other than its own.
@@ -165,30 +156,45 @@ fn other(k: &Known, file: &FoundFile, own_session: Option<&str>) -> bool {
     *k.app == *file.app && Some(k.session_id.as_str()) != own_session
 }
 
-/// The cursor after the last record a known session starting with record `first` captured or queued,
-/// when the file holds that record.
-fn after_known(
+/// The file read from `start` (bytes, lines) against the records the sessions of its family (those
+/// starting with record `first`) claimed, each read from its own transcript; None when it has no family.
+fn shared(
     rule: &RuleSet,
     file: &FoundFile,
-    first: &str,
+    (first, start): (&str, (u64, u64)),
     own_session: Option<&str>,
     known: &[Known],
     bytes_read: &mut u64,
-) -> io::Result<Option<Copied>> {
-    for k in known
+) -> io::Result<Option<Shared>> {
+    let family: Vec<&Known> = known
         .iter()
         .filter(|k| other(k, file, own_session) && k.first == first)
-    {
-        if let Some((bytes, lines)) = after_id(rule, &file.path, &k.last, bytes_read)? {
-            return Ok(Some(Copied {
-                session_id: k.session_id.clone(),
-                bytes,
-                lines,
-                last_id: k.last.clone(),
-            }));
+        .collect();
+    if family.is_empty() {
+        return Ok(None);
+    }
+    let mut owner: HashMap<String, String> = HashMap::new();
+    for k in family {
+        for &span in &k.claimed {
+            // A transcript that cannot be read claims nothing it can show.
+            if let Ok(ids) = discover::records::ids_between(rule, Path::new(&k.path), span) {
+                *bytes_read += span.1 - span.0;
+                for id in ids {
+                    owner.entry(id).or_insert_with(|| k.session_id.clone());
+                }
+            }
         }
     }
-    Ok(None)
+    let claimed: HashSet<String> = owner.keys().cloned().collect();
+    let (block, until) = discover::records::claimed_spans(rule, &file.path, start, &claimed)?;
+    let copied = block.map(|(bytes, lines, last_id)| Copied {
+        session_id: owner[&last_id].clone(),
+        from: start.0,
+        bytes,
+        lines,
+        last_id,
+    });
+    Ok(Some(Shared { copied, until }))
 }
 
 /// The id of the last record with one that ends at or before byte `to` (read backwards, a window at a

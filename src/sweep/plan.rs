@@ -120,7 +120,7 @@ pub fn read_new_parts(
                 .map(|d| d.known.as_slice())
         });
         let sid = candidates[w.idx].1.session_id.as_deref();
-        let copied = match (&w.entry, known) {
+        let shared = match (&w.entry, known) {
             (None, Some(k)) if !from_start => {
                 super::overlap::copied_from(rule, file, sid, k, &mut bytes_read)
                     .ok()
@@ -133,7 +133,8 @@ pub fn read_new_parts(
                     .flatten()
             }
             _ => None,
-        };
+        }
+        .unwrap_or_default();
         let mut counting = count_now
             .then(|| Counting::new(rule, &counting_opts))
             .flatten();
@@ -141,7 +142,7 @@ pub fn read_new_parts(
             rule,
             file,
             w.entry.as_deref().filter(|_| !from_start),
-            copied,
+            shared,
             &start_over,
             hash,
             sizing,
@@ -218,9 +219,14 @@ fn settle(
             // Remember where the file stands so the next sweep need not read it again.
             let e = updates.entry(repo, &k, found, file, sid);
             if let Some(b) = baseline {
-                e.place_cursor(b.bytes, b.lines, b.hash, true);
-                // A copy with nothing of its own yet: a rewrite before its cursor can still recover.
-                e.last_record_id = copied.map(|c| c.last_id);
+                // A first-seen transcript's baseline, or a copy's cursor past records its family claimed.
+                let first = found.is_none() || e.baseline;
+                e.place_cursor(b.bytes, b.lines, b.hash, first);
+                // A rewrite before the cursor can still recover.
+                if let Some(c) = copied {
+                    e.last_record_id = Some(c.last_id);
+                    e.skip_copied(c.from, c.bytes);
+                }
             }
             if let Some(rc) = rescued {
                 recovered(summary, &rc);

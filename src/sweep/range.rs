@@ -7,6 +7,7 @@ use crate::discover::{self, FoundFile};
 use crate::ledger::{cursor, LedgerEntry};
 use crate::policy::Settings;
 use crate::rules::RuleSet;
+use std::io::Read;
 
 /// A cursor in a transcript: bytes and lines before it, and the `sha256:` of those bytes.
 pub struct CursorAt {
@@ -58,14 +59,15 @@ pub enum RangeOutcome {
 
 /// Reads the transcript once: verifies the captured prefix (or places a first-seen transcript at its
 /// `capture_since` baseline), then finds the complete lines after the cursor. `hash` off skips hashing
-/// (a dry run's first look at a transcript needs only where lines end). `copied`: a first-seen
-/// transcript's lines already captured under another session; the range starts after them.
+/// (a dry run's first look at a transcript needs only where lines end). `shared`: how the transcript
+/// stands against the records its session family claimed: the range starts after those right at its
+/// cursor (`copied`) and ends before the next (`until`).
 #[allow(clippy::too_many_arguments)]
 pub fn decide_range(
     rule: &RuleSet,
     file: &FoundFile,
     entry: Option<&LedgerEntry>,
-    copied: Option<super::overlap::Copied>,
+    shared: super::overlap::Shared,
     settings: &Settings,
     hash: bool,
     sizing: Sizing,
@@ -73,7 +75,7 @@ pub fn decide_range(
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
     let outcome = decide_range_in(
-        rule, file, entry, copied, settings, hash, sizing, counting, bytes_read,
+        rule, file, entry, shared, settings, hash, sizing, counting, bytes_read,
     )?;
     match rule.reads_views() {
         true => super::view_cursor::to_ids(&file.path, outcome),
@@ -86,13 +88,14 @@ fn decide_range_in(
     rule: &RuleSet,
     file: &FoundFile,
     entry: Option<&LedgerEntry>,
-    copied: Option<super::overlap::Copied>,
+    shared: super::overlap::Shared,
     settings: &Settings,
     hash: bool,
     sizing: Sizing,
     counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
+    let super::overlap::Shared { copied, until } = shared;
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
     // A view's captured prefix is its messages' ids, wherever their bytes now end.
     let view_at = match entry {
@@ -119,14 +122,18 @@ fn decide_range_in(
         }
         _ => None,
     };
+    // A copy whose family has since claimed the records at its cursor moves past them, once its own
+    // captured prefix is verified (else it recovers, below, from where it stands).
+    let copied = match (entry, copied) {
+        (Some(e), Some(c)) => prefix_holds(file, e)?.then_some(c),
+        (_, c) => c,
+    };
     let (cursor_bytes, cursor_lines, baseline) = match (entry, settings.capture_since) {
         (Some(_), _) if view_at.is_some() => {
             let at = view_at.as_ref().expect("checked");
             (at.bytes, at.lines, false)
         }
-        // A copy whose source has since captured or queued lines past its cursor: placed after them,
-        // once its own captured prefix is verified.
-        (Some(e), _) if copied.is_some() && prefix_holds(file, e)? => {
+        (Some(_), _) if copied.is_some() => {
             let c = copied.as_ref().expect("checked");
             (c.bytes, c.lines, true)
         }
@@ -166,6 +173,7 @@ fn decide_range_in(
         hash,
         sizing,
         on_line,
+        until.map(|u| u.0),
     )?;
     *bytes_read += scan.bytes_read;
     let Some(hash_at_cursor) = scan.hash_at_cursor.clone() else {
@@ -173,7 +181,8 @@ fn decide_range_in(
             "the transcript became shorter than the captured {cursor_bytes} bytes while being read"
         )));
     };
-    if let Some(e) = entry.filter(|_| view_at.is_none()) {
+    // (A copy's cursor that moved past its family's records was verified where it stood.)
+    if let Some(e) = entry.filter(|_| view_at.is_none() && copied.is_none()) {
         if hash_at_cursor != e.last_captured_prefix_hash {
             let why = format!(
                 "the first {} bytes changed since they were captured (rewritten or replaced)",
@@ -192,7 +201,8 @@ fn decide_range_in(
 
 /// Scans the part after the cursor (`at`: its bytes and lines), cutting it into runs by `sizing`: when
 /// the part is measured, where each chunk's rendering reaches the limit, with each chunk's size; else by
-/// raw bytes (a rule set with nothing to render), or not at all (a part too small to need it).
+/// raw bytes (a rule set with nothing to render), or not at all (a part too small to need it). Lines end
+/// at byte `until` when given (a record another session claimed begins there).
 fn scan_sized(
     rule: &RuleSet,
     file: &FoundFile,
@@ -200,8 +210,11 @@ fn scan_sized(
     hash: bool,
     sizing: Sizing,
     on_line: Option<cursor::OnLine>,
+    until: Option<u64>,
 ) -> Result<(cursor::Scan, Option<Vec<u64>>), String> {
-    let open = discover::open_transcript(&file.path).map_err(|e| e.to_string())?;
+    let open = discover::open_transcript(&file.path)
+        .map_err(|e| e.to_string())?
+        .take(until.unwrap_or(u64::MAX));
     let opts = super::measure::options();
     let measured = sizing.measures(file.size.saturating_sub(bytes));
     let mut measure = Measure::new(rule, &opts, sizing.limit).filter(|_| measured);
@@ -283,7 +296,7 @@ fn recover(
             "{why}, and its last captured record ({id}) is gone; {reset}"
         )));
     };
-    let (scan, rendered) = scan_sized(rule, file, (bytes, lines), true, sizing, None)?;
+    let (scan, rendered) = scan_sized(rule, file, (bytes, lines), true, sizing, None, None)?;
     *bytes_read += scan.bytes_read;
     let Some(hash) = scan.hash_at_cursor.clone() else {
         return Ok(RangeOutcome::PrefixMismatch(format!(

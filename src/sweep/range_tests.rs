@@ -39,6 +39,7 @@ fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
         .sum();
     let copied = (lines > 0).then(|| super::super::overlap::Copied {
         session_id: "s".into(),
+        from: 0,
         bytes,
         lines,
         last_id: String::new(),
@@ -51,12 +52,15 @@ fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
     for keep in [Keep::Counts, Keep::Summary] {
         let opts = counting_options(keep);
         let mut c = Counting::new(rule, &opts).unwrap();
-        let copied = copied.clone();
+        let shared = super::super::overlap::Shared {
+            copied: copied.clone(),
+            until: None,
+        };
         let out = decide_range(
             rule,
             file,
             None,
-            copied,
+            shared,
             &settings(),
             false,
             crate::sweep::measure::Sizing {

@@ -250,3 +250,115 @@ fn a_run_whose_transcript_was_rewritten_while_it_waited_is_not_run() {
     let last = l.runs().into_iter().last().unwrap();
     assert_eq!(last["status"], "done", "{last}");
 }
+
+/// A Claude Code record with its own id (`uuid`, which a fork copies unchanged under its own session id).
+fn record(session: &str, cwd: &Path, uuid: &str, text: &str) -> String {
+    claude_line(session, cwd, text).replacen("{", &format!("{{\"uuid\":\"{uuid}\","), 1)
+}
+
+/// The record ids each run that captured lines (done) held, as a person reading its transcript's lines
+/// would list them.
+fn captured_ids(l: &Live) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in l.runs().iter().filter(|r| r["status"] == "done") {
+        let text = std::fs::read_to_string(r["transcriptPath"].as_str().unwrap()).unwrap();
+        let (from, to) = (
+            r["fromLine"].as_u64().unwrap(),
+            r["toLine"].as_u64().unwrap(),
+        );
+        for line in text
+            .lines()
+            .skip(from as usize - 1)
+            .take((to + 1 - from) as usize)
+        {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            out.extend(v["uuid"].as_str().map(str::to_string));
+        }
+    }
+    out.sort();
+    out
+}
+
+const FORK: &str = "5e551011-aaaa-4bbb-8ccc-0000000000f0";
+
+/// A session and its fork (three records copied, then one of its own), both first seen by one sweep:
+/// both runs are queued from line 1, the older one captures, the other is cancelled before its agent
+/// starts (`captured-elsewhere`, no attempt spent), and the next sweep captures only the fork's own
+/// record. Every record is captured once, and the sweeps after start nothing.
+#[test]
+fn a_session_and_its_fork_first_seen_together_capture_each_record_once() {
+    let l = live_world(3);
+    let parent_id = "5e551011-aaaa-4bbb-8ccc-000000000001";
+    let fork = l.transcript.with_file_name(format!("{FORK}.jsonl"));
+    let shared = ["r-a", "r-b", "r-c"];
+    let parent: String = shared
+        .iter()
+        .map(|u| record(parent_id, &l.repo, u, u))
+        .collect();
+    let mut copy: String = shared.iter().map(|u| record(FORK, &l.repo, u, u)).collect();
+    copy += &record(FORK, &l.repo, "f-d", "the fork's own");
+    write_aged(&l.transcript, parent.as_bytes(), HOURS_2);
+    write_aged(&fork, copy.as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 2, "{s}");
+    let cancelled: Vec<_> = l
+        .runs()
+        .into_iter()
+        .filter(|r| r["status"] == "cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{:?}", l.runs());
+    let why = cancelled[0]["error"].as_str().unwrap();
+    assert!(why.starts_with("captured-elsewhere:"), "{why}");
+    assert_eq!(l.calls().len(), 1, "one agent ran");
+    let key = format!("claude:{}", cancelled[0]["sessionId"].as_str().unwrap());
+    assert_eq!(l.ledger()["entries"][&key]["attempts"], 0);
+    // The next sweep captures what is left (the fork's own record, when the parent ran first), and the
+    // one after starts nothing.
+    l.summary();
+    let s = l.summary();
+    assert!(items(&s, "started").is_empty(), "{s}");
+    assert_eq!(captured_ids(&l), ["f-d", "r-a", "r-b", "r-c"]);
+    // Each appends a record of its own: each is captured, once.
+    let more = record(parent_id, &l.repo, "p-e", "the parent goes on");
+    write_aged(&l.transcript, (parent + &more).as_bytes(), HOURS_2);
+    let more = record(FORK, &l.repo, "f-e", "the fork goes on");
+    write_aged(&fork, (copy + &more).as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 2, "{s}");
+    assert_eq!(captured_ids(&l), ["f-d", "f-e", "p-e", "r-a", "r-b", "r-c"]);
+}
+
+/// A fork first seen while the session it copied has a run queued for the copied records: they are the
+/// queued run's, and the fork's run starts after them.
+#[test]
+fn a_fork_of_a_session_with_a_run_queued_starts_after_the_records_it_queued() {
+    let l = live_world(3);
+    let parent_id = "5e551011-aaaa-4bbb-8ccc-000000000001";
+    let shared = ["r-a", "r-b", "r-c"];
+    let parent: String = shared
+        .iter()
+        .map(|u| record(parent_id, &l.repo, u, u))
+        .collect();
+    write_aged(&l.transcript, parent.as_bytes(), HOURS_2);
+    std::fs::write(l.fake.join("sleep"), "3").unwrap();
+    let s = l.sweep_args(&[]);
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    wait_for("the parent's agent", Duration::from_secs(30), || {
+        l.fake.join("agent.pid").exists()
+    });
+    std::fs::remove_file(l.fake.join("sleep")).unwrap();
+    // The parent's run is under way (its lines pending) when the fork appears.
+    let fork = l.transcript.with_file_name(format!("{FORK}.jsonl"));
+    let mut copy: String = shared.iter().map(|u| record(FORK, &l.repo, u, u)).collect();
+    copy += &record(FORK, &l.repo, "f-d", "the fork's own");
+    write_aged(&fork, copy.as_bytes(), HOURS_2);
+    let s = l.sweep_args(&[]);
+    let started = find_by_path(&s, "started", &fork).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(
+        (started["fromLine"].as_u64(), started["toLine"].as_u64()),
+        (Some(4), Some(4)),
+        "{started}"
+    );
+    l.wait_idle();
+    assert_eq!(captured_ids(&l), ["f-d", "r-a", "r-b", "r-c"]);
+}

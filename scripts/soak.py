@@ -2,6 +2,7 @@
 """A seeded fault-injection soak of the sweep, the worker and the ledger (docs/testing.md).
 
   python3 scripts/soak.py [--seeds 1-3] [--steps 60] [--bin target/debug/almanac] [--shrink] [--keep]
+                          [--verbose] [--quiet-within 240]
 
 For each seed, a world: a HOME with Claude Code and Codex sessions in three git repos with `.almanac/`, two
 ALMANAC_HOMEs (each its own sweep lock and agent slots; the repos' ledgers are shared), and a fake capture
@@ -19,9 +20,10 @@ that transcript) nor past the transcript's complete lines; at most one worker an
 most `max_parallel_agents` agents per home, orphans included (each agent checks at its start who else runs).
 At the end, with the agent made to succeed and the files left alone, sweeps run until nothing is left to do;
 then: no run lost or stuck (none queued or running, no entry pending), every failed or cancelled run has a
-reason, every entry's cursor is the end of a successful run (or a copy's placement), and every complete line
-of a transcript the soak never reset or rewrote is in exactly one successful run of its session; of a fork,
-no line its parent had captured or queued by the time the fork's run started is in the fork's runs.
+reason, every entry's cursor is the end of a successful run (or a copy's placement), no run started on lines
+changed since it was queued, and of sessions the soak never reset or rewrote every record is in exactly one
+successful run: of its session, or, for a session and its forks (which copy its records, ids and all), of
+one of them.
 
 Each violation is printed with the seed and the step after which it was seen. `--shrink` then looks for a
 shorter schedule that still shows it (dropping steps, one half at a time, then one at a time) and prints it.
@@ -443,8 +445,9 @@ class World:
         for s in self.sessions:
             if s.half:
                 self.add(s, [], [])
-        deadline = time.time() + 240
+        deadline = time.time() + QUIET_WITHIN
         quiet_rounds = 0
+        last = []
         while time.time() < deadline:
             p = self.sweep(0)
             out, _ = p.communicate(timeout=300)
@@ -452,6 +455,8 @@ class World:
             try:
                 summary = json.loads(out)["summary"]
                 started = len(summary["started"])
+                last = [f'{i.get("sessionId")} lines {i.get("fromLine")}-{i.get("toLine")}'
+                        for i in summary["started"]]
                 # Failures the soak caused (a failing agent, a killed worker) spend a transcript's
                 # attempts: given back, as a user would, so every line is captured in the end.
                 for item in summary.get("needsAttention", []):
@@ -470,7 +475,12 @@ class World:
                     return True
             else:
                 quiet_rounds = 0
-        self.violate(step, "never-quiet", "runs still queued or started after 240 s of sweeps")
+        cancelled = sorted((r for r in self.runs() if r.get("status") == "cancelled"),
+                           key=lambda r: r.get("runId", ""))[-3:]
+        why = "; ".join(f'{r.get("sessionId")} {r.get("fromLine")}-{r.get("toLine")}: {r.get("error")}'
+                        for r in cancelled)
+        self.violate(step, "never-quiet", f"runs still queued or started after {QUIET_WITHIN} s of sweeps; "
+                     f"the last sweep started {last}; the last cancelled: {why}")
         return False
 
     def wait_idle(self, deadline):
@@ -498,52 +508,55 @@ class World:
                 line = e.get("lastCapturedLine", 0)
                 ends = {r["toLine"] for r in by_path.get(e.get("path"), [])}
                 s = next((s for s in self.sessions if str(s.path) == e.get("path")), None)
-                if line and line not in ends and s is not None and not s.touched and s.parent is None:
+                # A session of a family may have its cursor placed past records another one captured.
+                forked = s is not None and (s.parent is not None or any(o.parent is s for o in self.sessions))
+                if line and line not in ends and s is not None and not s.touched and not forked:
                     self.violate(step, "cursor-not-a-run-end", f"{k}: line {line}, runs end at {sorted(ends)}")
         for s in self.sessions:
-            mine = by_path.get(str(s.path), [])
             # A run captures the lines it was queued for, as they were: none of them was changed or
             # removed between its queuing and its start.
-            for r in mine:
+            for r in by_path.get(str(s.path), []):
                 changed = s.changes(epoch(r["createdAt"]), epoch(r.get("startedAt") or r["createdAt"]))
                 gone = [(c, n) for c, n in changed if c <= r["toLine"] or n < r["toLine"]]
                 if gone:
                     self.violate(step, "captured-lines-that-were-gone",
                                  f"{s.path.name}: run {r['runId']} (lines {r['fromLine']}-{r['toLine']}) started "
                                  f"after line {gone[0][0]} was changed (the file then held {gone[0][1]} lines)")
-            if s.touched:
+        for family in self.families():
+            if any(s.touched for s in family):
                 continue
-            covered = [0] * (len(s.lines) + 1)
-            for r in mine:
-                for n in range(r["fromLine"], r["toLine"] + 1):
-                    if n < len(covered):
-                        covered[n] += 1
-            twice = [n for n in range(1, len(covered)) if covered[n] > 1]
+            # Every record of a session family (a session and its forks, which copy its records, uuids
+            # and all) in exactly one successful run of one of them; a line without an id in one of its
+            # own session's.
+            count = {}
+            for s in family:
+                for n, uid in enumerate(s.uuids, 1):
+                    count.setdefault(uid or (s.sid, n), 0)
+                for r in by_path.get(str(s.path), []):
+                    for n in range(r["fromLine"], r["toLine"] + 1):
+                        if n <= len(s.uuids):
+                            uid = s.uuids[n - 1] or (s.sid, n)
+                            count[uid] = count.get(uid, 0) + 1
+            names = ", ".join(s.path.name[:8] for s in family)
+            twice = [k for k, c in count.items() if c > 1]
+            never = [k for k, c in count.items() if c == 0]
             if twice:
-                self.violate(step, "captured-twice", f"{s.path.name}: lines {twice[:10]}")
-            if s.parent is None:
-                missing = [n for n in range(1, len(covered)) if covered[n] == 0]
-                if missing:
-                    self.violate(step, "never-captured", f"{s.path.name}: lines {missing[:10]}")
-            else:
-                self.check_fork(step, s, mine, by_path.get(str(s.parent.path), []))
+                self.violate(step, "captured-twice", f"{names}: {len(twice)} records, e.g. {twice[:3]}")
+            if never:
+                self.violate(step, "never-captured", f"{names}: {len(never)} records, e.g. {never[:3]}")
 
-    def check_fork(self, step, fork, mine, parents):
-        """No line the parent had captured or queued by the time the fork's run started is in that run."""
-        if fork.parent.touched:
-            return
-        for r in mine:
-            ids = {fork.uuids[n - 1] for n in range(r["fromLine"], r["toLine"] + 1)
-                   if n - 1 < len(fork.uuids) and fork.uuids[n - 1]}
-            for p in parents:
-                if p["createdAt"] >= (r.get("startedAt") or r["createdAt"]):
-                    continue
-                pids = {fork.parent.uuids[n - 1] for n in range(p["fromLine"], p["toLine"] + 1)
-                        if n - 1 < len(fork.parent.uuids)}
-                both = ids & pids
-                if both:
-                    self.violate(step, "fork-captured-twice",
-                                 f"{fork.path.name} run {r['runId']} holds {len(both)} records of parent run {p['runId']}")
+    def families(self):
+        """The sessions grouped by the fork relation."""
+        root = {}
+        for s in self.sessions:
+            r = s
+            while r.parent is not None:
+                r = r.parent
+            root.setdefault(id(r), []).append(s)
+        return list(root.values())
+
+
+QUIET_WITHIN = 240
 
 
 def play(seed, plan, binary, keep, verbose):
@@ -597,7 +610,11 @@ def main():
     ap.add_argument("--shrink", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep each world's directory")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--quiet-within", type=int, default=240,
+                    help="seconds of sweeps after the schedule for every run to settle")
     a = ap.parse_args()
+    global QUIET_WITHIN
+    QUIET_WITHIN = a.quiet_within
     bad = 0
     t0 = time.time()
     for seed in seeds_of(a.seeds):

@@ -181,6 +181,13 @@ impl<'a> Builder<'a> {
                 self.hold(line, ts, Some(key.to_string()), false);
                 return;
             }
+            // The record that carries a prompt the queue already took into the running turn
+            // (`inject`: enqueue, remove, then a queued_command attachment with its text, 2.1.220):
+            // that prompt, counted where it was queued, not a second one.
+            if let Some(i) = self.queued.iter().position(|q| q == key) {
+                self.queued.remove(i);
+                return;
+            }
             // A prompt record: it carries a delivered prompt (counted here, after any delivered
             // before it that no record carried), or one still queued (delivered by it), or a new one.
             match position_of(&self.sent, key) {

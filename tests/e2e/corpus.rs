@@ -19,6 +19,7 @@ fn real_transcript_corpus_matches_expected_yaml() {
     let mut known = Vec::new();
     let mut versions: [BTreeSet<String>; 2] = Default::default();
     let mut files = 0;
+    let mut indexed = Vec::new();
     for (rel, exp) in expected.as_object().unwrap() {
         let app = exp["app"].as_str().unwrap();
         let path = Path::new(FIXTURES).join("corpus").join(rel);
@@ -46,6 +47,14 @@ fn real_transcript_corpus_matches_expected_yaml() {
             ("latest", prompt_lines.last().cloned().unwrap_or_default()),
             ("prompts", serde_json::Value::Array(prompt_lines)),
         ];
+        // `capture sessions` counts through the turn index (a counts-only read): the same prompts.
+        let stored = store_copy(&w, app, rel, &path);
+        indexed.push((
+            rel.clone(),
+            stored,
+            prompt_lines_len(&turns),
+            latest_text(&turns),
+        ));
         let known_bug = exp.get("known_bug");
         for (name, got) in got {
             if exp[name] != got {
@@ -57,6 +66,36 @@ fn real_transcript_corpus_matches_expected_yaml() {
             }
         }
     }
+    // One `capture sessions` over every file, placed where its app keeps it.
+    let listed = json_ok(
+        w.almanac()
+            .args(["capture", "sessions", "--json", "--apps"])
+            .arg("claude,codex,copilot,qwen"),
+    );
+    let by_path: std::collections::HashMap<String, &serde_json::Value> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["transcriptPath"].as_str().unwrap().to_string(), s))
+        .collect();
+    let mut compared = 0;
+    for (rel, stored, count, latest) in &indexed {
+        // A subagent's file is no root session: `capture sessions` does not list it.
+        let Some(s) = by_path.get(&stored.display().to_string()) else {
+            continue;
+        };
+        compared += 1;
+        if s["userTurns"] != serde_json::json!(count) || s["lastPrompt"] != *latest {
+            mismatches.push(format!(
+                "{rel}: capture sessions says {} prompts, latest {}; capture turns {count}, latest {latest}",
+                s["userTurns"], s["lastPrompt"]
+            ));
+        }
+    }
+    assert!(
+        compared + 6 >= files,
+        "capture sessions listed {compared} of {files} files"
+    );
     for k in &known {
         eprintln!("KNOWN BUG {k}");
     }
@@ -77,4 +116,49 @@ fn real_transcript_corpus_matches_expected_yaml() {
     );
     // Four Codex versions: 0.77.0 (public), 0.104.0, 0.140.0 and 0.171.0 (made here).
     assert!(versions[1].len() >= 4, "Codex versions: {:?}", versions[1]);
+}
+
+fn prompt_lines_len(turns: &serde_json::Value) -> usize {
+    let records = turns["records"].as_array().unwrap();
+    records.iter().filter(|r| r["user"].is_string()).count()
+}
+
+/// The latest prompt's text as `capture sessions` shows it (cut to its checkpoint length).
+fn latest_text(turns: &serde_json::Value) -> serde_json::Value {
+    let records = turns["records"].as_array().unwrap();
+    match records.iter().rev().find_map(|r| r["user"].as_str()) {
+        Some(t) => serde_json::Value::String(cut_like_index(t)),
+        None => serde_json::Value::Null,
+    }
+}
+
+/// `capture sessions` keeps a prompt's first 120 bytes (at a char boundary).
+fn cut_like_index(t: &str) -> String {
+    let mut end = t.len().min(120);
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    t[..end].to_string()
+}
+
+/// A copy of corpus file `rel` where `app` keeps its transcripts under the world's home, each in a
+/// directory of its own (names repeat across versions).
+fn store_copy(w: &World, app: &str, rel: &str, path: &Path) -> std::path::PathBuf {
+    let slot = rel.replace(['/', '.'], "_");
+    let name = path.file_name().unwrap();
+    let dir = match app {
+        "claude" => w.home().join(".claude/projects").join(&slot),
+        "codex" => w.home().join(".codex/sessions/2026/01").join(&slot),
+        // Copilot names the session by its directory; qwen keeps chats under a project's slug.
+        "copilot" => w
+            .home()
+            .join(".copilot/session-state")
+            .join(path.parent().unwrap().file_name().unwrap()),
+        "qwen" => w.home().join(".qwen/projects").join(&slot).join("chats"),
+        other => panic!("no store layout for {other}"),
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let to = dir.join(name);
+    std::fs::copy(path, &to).unwrap();
+    to
 }

@@ -67,6 +67,14 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
                     Some(re) => Some(cx.regex(&format!("{f}.extract"), re)?),
                     None => None,
                 };
+                if t.each_match && extract.is_none() {
+                    cx.err(
+                        format!("{f}.each_match"),
+                        "each_match needs an `extract` regex: it makes each of its matches a prompt",
+                        "add `extract:` (the wrapper around each prompt), or remove each_match",
+                    );
+                    return None;
+                }
                 Some(TurnText {
                     when,
                     text: paths.into_iter().collect::<Option<Vec<_>>>()?,
@@ -74,6 +82,7 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
                     queued: t.queued,
                     placeholder,
                     extract,
+                    each_match: t.each_match,
                 })
             })
             .collect()

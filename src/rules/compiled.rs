@@ -158,6 +158,9 @@ pub struct TurnText {
     /// The text is group 1 of every match of this regex in what the paths select (Cline's `<task>`,
     /// `<feedback>`, `<user_message>` wrappers); a record where it matches nothing holds no text.
     pub extract: Option<Regex>,
+    /// With `extract`: each match is a prompt of its own (Cline merges the messages sent while a
+    /// request was interrupted into one), not one text joined by blank lines.
+    pub each_match: bool,
 }
 
 /// How queued prompts reach the model: a queued prompt is held, not counted, until a record delivers
@@ -200,6 +203,30 @@ impl TurnText {
                 .is_some_and(|(w, _)| w.holds(record))
     }
 
+    /// The prompts of a record: its text, or with `each_match` each match of `extract` (in order).
+    pub fn prompts<D: Doc>(&self, record: &D) -> Option<Vec<String>> {
+        let text = self.text(record)?;
+        match (&self.extract, self.each_match) {
+            (Some(re), true) => {
+                // `text` joined the matches; matched again, over what the paths select, one each.
+                let mut all = Vec::new();
+                for p in &self.text {
+                    p.any(record, |v| {
+                        if let Some(s) = v.as_str() {
+                            all.extend(matches(re, s).into_iter().map(str::to_string));
+                        }
+                        false
+                    });
+                    if !all.is_empty() {
+                        return Some(all);
+                    }
+                }
+                Some(vec![text])
+            }
+            _ => Some(vec![text]),
+        }
+    }
+
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
     pub fn text<D: Doc>(&self, record: &D) -> Option<String> {
         self.text
@@ -232,12 +259,16 @@ impl TurnText {
 
 /// Group 1 of every match of `re` in `text`, trimmed, joined by a blank line; None when nothing matched.
 fn extracted(re: &Regex, text: &str) -> Option<String> {
-    let parts: Vec<&str> = re
-        .captures_iter(text)
+    let parts = matches(re, text);
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// Group 1 of every match of `re` in `text`, trimmed, the empty ones left out.
+fn matches<'t>(re: &Regex, text: &'t str) -> Vec<&'t str> {
+    re.captures_iter(text)
         .filter_map(|c| c.get(1).map(|g| g.as_str().trim()))
         .filter(|s| !s.is_empty())
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("\n\n"))
+        .collect()
 }
 
 impl RuleSet {

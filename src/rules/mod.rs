@@ -470,6 +470,7 @@ turns:
       text: ["$.u", "$.v[*].text"]
       placeholder: { when: { exists: "$.image" }, text: "[image]" }
       extract: "<task>(.*?)</task>"
+      each_match: true
     - text: ["$.q"]
       queued: true
   queue:
@@ -622,6 +623,22 @@ stores:
         let mixed = VIEW_SINK.replace("    format: json\n", "");
         let mut diags = Vec::new();
         assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
+    }
+
+    #[test]
+    fn each_match_without_extract_is_named() {
+        let mut diags = Vec::new();
+        assert!(load_rule_set(KITCHEN_SINK, Origin::Builtin("sink"), &mut diags).is_some());
+        let bad = KITCHEN_SINK.replace("      extract: \"<task>(.*?)</task>\"\n", "");
+        assert_ne!(bad, KITCHEN_SINK);
+        let mut diags = Vec::new();
+        assert!(load_rule_set(&bad, Origin::Builtin("sink"), &mut diags).is_none());
+        let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        assert!(
+            text.join("\n")
+                .contains("turns.user[0].each_match: each_match needs an `extract` regex"),
+            "{text:?}"
+        );
     }
 
     const POLICY_SINK: &str = "checks:\n  - check: no-session-id\n  - check: no-cwd\n  - check: no-almanac-repo\n  - check: internal-almanac-session\n  - check: excluded-by-rule\n  - check: capture-already-pending\n  - check: retry-budget-exhausted\n    enabled: true\n  - check: before-automation-activation\n  - check: quiet-window\n    quiet: 45m\n    apps: { codex: 10m }\n  - check: unchanged\n  - check: no-new-turns\n";

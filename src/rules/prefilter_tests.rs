@@ -323,6 +323,7 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
             queued: false,
             placeholder: None,
             extract: None,
+            each_match: false,
         }],
         queue: None,
         assistant: vec![],

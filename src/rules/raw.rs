@@ -84,6 +84,9 @@ pub struct RawTurnText {
     pub placeholder: Option<RawPlaceholder>,
     /// A regex whose group 1 (every match) is the text: a wrapper around the prompt.
     pub extract: Option<String>,
+    /// With `extract`: each match is a prompt of its own.
+    #[serde(default)]
+    pub each_match: bool,
 }
 
 #[derive(Debug, Deserialize)]

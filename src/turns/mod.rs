@@ -375,7 +375,7 @@ impl<'a, S: Sink> Reader<'a, S> {
                 .user
                 .iter()
                 .filter(|t| t.applies(record))
-                .find_map(|t| t.text(record).map(|x| (t.queued, x)))
+                .find_map(|t| t.prompts(record).map(|x| (t.queued, x)))
         };
         let queued_here = |record: &Pruned<'_>| {
             self.turns.queue.is_some()
@@ -391,14 +391,18 @@ impl<'a, S: Sink> Reader<'a, S> {
             let carried = prompt(&record);
             if self.turns.queue.is_some() {
                 match &carried {
-                    Some((true, text)) => self.b.hold(line, None, Some(text.clone()), true),
-                    Some((false, text)) => self.b.carried(text),
+                    Some((true, texts)) => {
+                        for text in texts {
+                            self.b.hold(line, None, Some(text.clone()), true);
+                        }
+                    }
+                    Some((false, texts)) => texts.iter().for_each(|t| self.b.carried(t)),
                     None if queued_here(&record) => self.b.hold(line, None, None, true),
                     None => {}
                 }
             }
             if S::RENDERS {
-                let text = carried.map(|(_, t)| t).or_else(|| {
+                let text = carried.map(|(_, t)| t.join("\n\n")).or_else(|| {
                     let mut a = self.turns.assistant.iter().filter(|t| t.applies(&record));
                     a.find_map(|t| t.text(&record))
                 });
@@ -421,15 +425,17 @@ impl<'a, S: Sink> Reader<'a, S> {
             true => self.rule.record_time(&record).map(crate::policy::iso),
             false => None,
         };
-        if let Some((queued, text)) = prompt {
-            self.sink.prompt(line, &text, queued);
-            self.b.prompt(
-                line,
-                ts.clone(),
-                text,
-                queued,
-                self.turns.merge_repeated_prompts,
-            );
+        if let Some((queued, texts)) = prompt {
+            for text in texts {
+                self.sink.prompt(line, &text, queued);
+                self.b.prompt(
+                    line,
+                    ts.clone(),
+                    text,
+                    queued,
+                    self.turns.merge_repeated_prompts,
+                );
+            }
         } else {
             self.answer(line, &record, &ts, all);
         }

@@ -48,6 +48,7 @@ mod store_bounds;
 mod stores;
 mod subvert;
 mod sweep;
+mod turn_fidelity;
 mod turns;
 mod wiki_only;
 mod worker_process;

@@ -1,0 +1,260 @@
+//! Prompts of real sessions that are not JSONL transcripts of Claude Code or Codex (those are in the
+//! corpus, `corpus.rs`): a Cline task whose last message merges four sends, a 2025 Gemini CLI chat
+//! whose tool result is a user message, a 2025 Cursor CLI store whose prompts carry no <user_query>
+//! (tests/fixtures/real/PROVENANCE.md). For each, `capture sessions`, `capture turns` and the sweep
+//! agree: the same prompts, the latest the last of them, one run over the whole conversation and none
+//! once nothing changed. And a Claude Code 2.1.232 transcript whose new part holds only /compact
+//! starts no run. Expectations come from reading the files.
+
+use crate::common::*;
+use crate::cursor::copy_tree;
+use crate::live::{live_world, Live};
+use crate::stores::{by_id, sessions, started};
+use std::path::{Path, PathBuf};
+
+/// The session `id` of `app`, as `capture sessions` lists it, and the prompt lines and texts
+/// `capture turns` reads in its transcript (a view's lines: its header is line 1, message i is i + 2).
+fn listed_and_read(l: &Live, app: &str, id: &str) -> (serde_json::Value, Vec<(u64, String)>) {
+    let rows = sessions(l, app);
+    let row = by_id(&rows, id).clone();
+    let path = row["transcriptPath"].as_str().unwrap().to_string();
+    let turns = json_ok(
+        l.w.almanac()
+            .args(["capture", "turns", "--json", "--app", app])
+            .arg(&path),
+    );
+    let prompts = crate::prompts::prompts(&turns);
+    (row, prompts)
+}
+
+/// `capture sessions` says what `capture turns` reads: as many prompts, the latest the last of them
+/// (cut as the turn index keeps it, 120 bytes); then a sweep starts one run for the session, over
+/// everything up to its last line, and a second sweep starts none.
+fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
+    let (row, read) = listed_and_read(l, app, id);
+    assert_eq!(read, prompts, "{row}");
+    assert_eq!(row["userTurns"], prompts.len(), "{row}");
+    let latest = &prompts.last().unwrap().1;
+    let cut = &latest[..latest.len().min(120)];
+    assert_eq!(row["lastPrompt"], cut, "{row}");
+    assert_eq!(
+        row["projectDir"],
+        l.repo.to_str().unwrap(),
+        "placed in the repo: {row}"
+    );
+    let s = l.sweep_args(&["--apps", app]);
+    l.wait_idle();
+    let runs: Vec<_> = started(&s)
+        .into_iter()
+        .filter(|r| r["sessionId"] == id)
+        .collect();
+    assert_eq!(runs.len(), 1, "{s}");
+    let view = std::fs::read_to_string(row["transcriptPath"].as_str().unwrap()).unwrap();
+    assert_eq!(runs[0]["toLine"], view.lines().count(), "{s}");
+    // The conversation the capture agent reads holds each prompt.
+    let run_id = runs[0]["runId"].as_str().unwrap();
+    let conversation =
+        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
+            .unwrap();
+    for (_, p) in prompts {
+        let head: String = p.chars().take(60).collect();
+        assert!(conversation.contains(&head), "{head:?} in {conversation}");
+    }
+    let s = l.sweep_args(&["--apps", app]);
+    assert!(
+        started(&s).iter().all(|r| r["sessionId"] != id),
+        "nothing new: {s}"
+    );
+}
+
+fn fixture_dir(rel: &str) -> PathBuf {
+    Path::new(FIXTURES).join("real/stores").join(rel)
+}
+
+#[test]
+fn a_cline_message_that_merges_interrupted_sends_holds_each_of_them() {
+    // The VS Code extension (2026): messages 430-442 of a task; the last user message merges four sends
+    // made while requests were interrupted, each its own <user_message> (the second and third the same
+    // words, sent twice), among resumption notices and environment details.
+    let l = live_world(3);
+    let tasks =
+        l.w.home()
+            .join(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks");
+    copy_tree(
+        &fixture_dir("cline-vscode/.config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks"),
+        &tasks,
+    );
+    // Its working directory, named in the environment details, is this repo.
+    let file = tasks.join("1777073160794/api_conversation_history.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("c:/Apps/MRA04242026", l.repo.to_str().unwrap()),
+    )
+    .unwrap();
+    let resend = "my image didn't come through. help me get rid of the following prompts after typing terraform plan....\n\nc:\\Apps\\MRA04242026\\terraform>terraform plan -out=tfplan\nvar.firebase_admin_private_key\n  Enter a value:\n\nvar.firebase_api_key\n  Enter a value:";
+    let expected: Vec<(u64, String)> = vec![
+        (2, "Let's try Cloud Shell instead".into()),
+        (6, "Good news. My Google Admin just granted my personal user account elevated permissions".into()),
+        (14, "The following two questions were requested after running terraform plan -out=tfplan. How do I get rid of these remnants of firebase?".into()),
+        (14, resend.into()),
+        (14, resend.into()),
+        (14, "What model are you operating at?".into()),
+    ];
+    // The second prompt is long: compared by its start.
+    let (_, read) = listed_and_read(&l, "cline", "1777073160794");
+    assert!(read[1].1.starts_with(&expected[1].1), "{read:?}");
+    let mut expected = expected;
+    expected[1].1 = read[1].1.clone();
+    agree_and_capture(&l, "cline", "1777073160794", &expected);
+}
+
+#[test]
+fn a_gemini_tool_result_written_as_a_user_message_is_no_prompt() {
+    // Gemini CLI, October 2025, a JSON chat: message 3 is read_many_files' result as a user message
+    // ("[Function Response: read_many_files]--- <path> ---..."); message 8 is typed, followed by the
+    // files its @src/** reference pulled in ("--- Content from referenced files ---").
+    let l = live_world(3);
+    let hash = "2b4ddbded2c4ad5e5e71b0680e506522d8eaa6362289d1d447bbc2da0d51bdf3";
+    let tmp = l.w.home().join(".gemini/tmp");
+    copy_tree(&fixture_dir("gemini-2025/.gemini/tmp"), &tmp);
+    std::fs::write(
+        tmp.join(hash).join(".project_root"),
+        l.repo.to_str().unwrap(),
+    )
+    .unwrap();
+    agree_and_capture(
+        &l,
+        "gemini",
+        "4b128230-f39a-4b1b-8b75-d25e021d8336",
+        &[
+            (
+                2,
+                "please generate the requirement.txt fot this repository".into(),
+            ),
+            (10, "read whole @src/** for it please re check".into()),
+        ],
+    );
+}
+
+#[test]
+fn a_2025_cursor_cli_store_reads_prompts_without_user_query() {
+    // cursor-agent, August 2025: the root blob lists 89 messages; the three prompts are user messages of
+    // text parts with the typed text as it is (no <user_query>), the rest tool calls and results.
+    let l = live_world(3);
+    let md5 = {
+        use md5::Digest;
+        let d = md5::Md5::digest(l.repo.to_string_lossy().as_bytes());
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let agent = "b4941fa7-f8f4-4021-9a9b-6545c7f641c4";
+    let from = fixture_dir("cursor-cli-2025/.cursor/chats/a20f84e58b4db77f643ebcc5fd136c04");
+    copy_tree(&from, &l.w.home().join(".cursor/chats").join(&md5));
+    // The directory is the md5 of the project path: placed on a repo almanac knows (`init`).
+    stdout_ok(l.w.almanac().args(["init", l.repo.to_str().unwrap()]));
+    let expected = vec![
+        (3, "create advance prompet to create clone of https://play.google.com/store/apps/details?id=com.chatmini.app in quasar vuejs, and tailwindcss".to_string()),
+        (5, "here is screen shots of this app: /home/laxu/Documents/swftea/images u can inhance ui  but flow should be same".to_string()),
+        (7, "yes continue".to_string()),
+    ];
+    agree_and_capture(&l, "cursor", agent, &expected);
+}
+
+#[test]
+fn a_new_part_of_only_compact_commands_starts_no_run_and_counts_no_prompt() {
+    // Claude Code 2.1.232: two prompts (3, 18); after the second's answer (19), /compact with
+    // instructions, a bare /compact killed while compacting (31-32) and one that finished (34-44).
+    let l = live_world(3);
+    let rel = "corpus/claude/2.1.232/33333333-3333-4333-8444-cccccccccccc.jsonl";
+    let fixture = fixture(rel).replace("/home/dev/proj/compact", l.repo.to_str().unwrap());
+    let path =
+        l.w.home()
+            .join(".claude/projects/-work-app/33333333-3333-4333-8444-cccccccccccc.jsonl");
+    let head: String = fixture.split_inclusive('\n').take(19).collect();
+    write_aged(&path, head.as_bytes(), HOURS_2);
+    let s = l.summary();
+    assert_eq!(
+        find_by_path(&s, "started", &path).unwrap()["toLine"],
+        19,
+        "{s}"
+    );
+    l.wait_idle();
+    // Up to the killed /compact (the file as the kill left it), then the whole file: no prompt, no run.
+    for upto in [32, 44] {
+        let part: String = fixture.split_inclusive('\n').take(upto).collect();
+        write_aged(&path, part.as_bytes(), HOURS_2);
+        let s = l.summary();
+        let skipped = find_by_path(&s, "skipped", &path).unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(skipped["reason"], "no-new-content", "{upto}: {s}");
+        let (row, read) = listed_and_read(&l, "claude", "33333333-3333-4333-8444-cccccccccccc");
+        assert_eq!(row["userTurns"], 2, "{row}");
+        assert_eq!(row["lastPrompt"], "Say hello again", "{row}");
+        assert_eq!(read.len(), 2, "{read:?}");
+    }
+    assert_eq!(l.calls().len(), 1, "one agent run, for the prompts");
+}
+
+// Shapes no real file was found for (tests/fixtures/real/PROVENANCE.md): synthetic files, written to
+// the clients' documented shapes (tests/fixtures/README.md).
+
+#[test]
+fn synthetic_agent_team_messages_and_droid_notices_are_no_prompts() {
+    // Claude Code 2.1.224+: a message from another session, queued as <agent-message> and taken into
+    // the running turn, then written as "Another Claude session sent a message: <teammate-message>".
+    let p = crate::prompts::prompts(&crate::prompts::turns_of(
+        "claude",
+        "synthetic/edge/claude-agent-messages.jsonl",
+    ));
+    assert_eq!(
+        p,
+        [
+            (1, "Start a review team for the parser change".to_string()),
+            (7, "ship it".to_string())
+        ]
+    );
+    // Droid: <system-reminder> blocks before the typed one, and a notice shown to the user only.
+    let p = crate::prompts::prompts(&crate::prompts::turns_of(
+        "droid",
+        "synthetic/droid/reminders.jsonl",
+    ));
+    assert_eq!(
+        p,
+        [
+            (
+                2,
+                "Fix the parser so that empty lines are skipped".to_string()
+            ),
+            (5, "Now add a test for it".to_string())
+        ]
+    );
+}
+
+#[test]
+fn synthetic_cursor_background_task_notice_is_no_prompt() {
+    let l = live_world(3);
+    let id = "0c0ffee0-1111-4222-8333-444455556666";
+    let dir =
+        l.w.home()
+            .join(".cursor/projects/home-dev-proj/agent-transcripts")
+            .join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        Path::new(FIXTURES).join(format!("synthetic/cursor-agent/{id}.jsonl")),
+        dir.join(format!("{id}.jsonl")),
+    )
+    .unwrap();
+    let (row, read) = listed_and_read(&l, "cursor", id);
+    assert_eq!(
+        read,
+        [
+            (
+                2,
+                "run the test suite in the background and fix what fails".to_string()
+            ),
+            (6, "now commit it".to_string())
+        ],
+        "{row}"
+    );
+    assert_eq!(row["userTurns"], 2, "{row}");
+    assert_eq!(row["lastPrompt"], "now commit it", "{row}");
+}

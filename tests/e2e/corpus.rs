@@ -55,6 +55,19 @@ fn real_transcript_corpus_matches_expected_yaml() {
             prompt_lines_len(&turns),
             latest_text(&turns),
         ));
+        // Where the prompt's text is in question (a client's blocks around what was typed), the latest
+        // prompt's text as a person reads it.
+        if let Some(want) = exp.get("latest_text") {
+            let got = turns["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rev()
+                .find_map(|r| r["user"].as_str());
+            if got != want.as_str() {
+                mismatches.push(format!("{rel}: latest_text: expected {want}, got {got:?}"));
+            }
+        }
         let known_bug = exp.get("known_bug");
         for (name, got) in got {
             if exp[name] != got {
@@ -70,7 +83,7 @@ fn real_transcript_corpus_matches_expected_yaml() {
     let listed = json_ok(
         w.almanac()
             .args(["capture", "sessions", "--json", "--apps"])
-            .arg("claude,codex,copilot,qwen"),
+            .arg("claude,codex,copilot,qwen,droid"),
     );
     let by_path: std::collections::HashMap<String, &serde_json::Value> = listed["sessions"]
         .as_array()
@@ -155,6 +168,7 @@ fn store_copy(w: &World, app: &str, rel: &str, path: &Path) -> std::path::PathBu
             .join(".copilot/session-state")
             .join(path.parent().unwrap().file_name().unwrap()),
         "qwen" => w.home().join(".qwen/projects").join(&slot).join("chats"),
+        "droid" => w.home().join(".factory/sessions").join(&slot),
         other => panic!("no store layout for {other}"),
     };
     std::fs::create_dir_all(&dir).unwrap();

@@ -194,40 +194,8 @@ fn a_new_part_of_only_compact_commands_starts_no_run_and_counts_no_prompt() {
     assert_eq!(l.calls().len(), 1, "one agent run, for the prompts");
 }
 
-// Shapes no real file was found for (tests/fixtures/real/PROVENANCE.md): synthetic files, written to
-// the clients' documented shapes (tests/fixtures/README.md).
-
-#[test]
-fn synthetic_agent_team_messages_and_droid_notices_are_no_prompts() {
-    // Claude Code 2.1.224+: a message from another session, queued as <agent-message> and taken into
-    // the running turn, then written as "Another Claude session sent a message: <teammate-message>".
-    let p = crate::prompts::prompts(&crate::prompts::turns_of(
-        "claude",
-        "synthetic/edge/claude-agent-messages.jsonl",
-    ));
-    assert_eq!(
-        p,
-        [
-            (1, "Start a review team for the parser change".to_string()),
-            (7, "ship it".to_string())
-        ]
-    );
-    // Droid: <system-reminder> blocks before the typed one, and a notice shown to the user only.
-    let p = crate::prompts::prompts(&crate::prompts::turns_of(
-        "droid",
-        "synthetic/droid/reminders.jsonl",
-    ));
-    assert_eq!(
-        p,
-        [
-            (
-                2,
-                "Fix the parser so that empty lines are skipped".to_string()
-            ),
-            (5, "Now add a test for it".to_string())
-        ]
-    );
-}
+// A shape no real file was found for (tests/fixtures/real/PROVENANCE.md): a synthetic file, written to
+// the client's shape as chat exports show it (tests/fixtures/README.md).
 
 #[test]
 fn synthetic_cursor_background_task_notice_is_no_prompt() {

@@ -3,8 +3,10 @@
 //! whose tool result is a user message, a 2025 Cursor CLI store whose prompts carry no <user_query>
 //! (tests/fixtures/real/PROVENANCE.md). For each, `capture sessions`, `capture turns` and the sweep
 //! agree: the same prompts, the latest the last of them, one run over the whole conversation and none
-//! once nothing changed. And a Claude Code 2.1.232 transcript whose new part holds only /compact
-//! starts no run. Expectations come from reading the files.
+//! once nothing changed. And the sweep decides on real JSONL parts as `capture turns` reads them: a
+//! part of only /compact commands (Claude Code 2.1.232) or only droid's notices starts no run, a
+//! prompt queued into the running turn is captured once, and Codex Desktop turns after a repeated
+//! session_meta are captured. Expectations come from reading the files.
 
 use crate::common::*;
 use crate::cursor::copy_tree;
@@ -225,4 +227,130 @@ fn synthetic_cursor_background_task_notice_is_no_prompt() {
     );
     assert_eq!(row["userTurns"], 2, "{row}");
     assert_eq!(row["lastPrompt"], "now commit it", "{row}");
+}
+
+/// Writes the first `upto` lines of corpus file `rel` (its cwd made the live repo) at `path`, two
+/// hours old, and sweeps `app`.
+fn sweep_part(
+    l: &Live,
+    app: &str,
+    rel: &str,
+    cwd: &str,
+    path: &Path,
+    upto: usize,
+) -> serde_json::Value {
+    let text = fixture(rel).replace(cwd, l.repo.to_str().unwrap());
+    let part: String = text.split_inclusive('\n').take(upto).collect();
+    write_aged(path, part.as_bytes(), HOURS_2);
+    let s = l.sweep_args(&["--apps", app]);
+    l.wait_idle();
+    s
+}
+
+#[test]
+fn a_part_holding_only_droid_notices_starts_no_run() {
+    // Droid 0.225.2: three prompts (3, 6, 9); the answer to the third (10) is followed by droid's notice
+    // that the limit cleared (11, user_only) and the turn's outcome (12): nothing a capture needs.
+    let l = live_world(3);
+    let rel = "corpus/droid/0.225.2/a46310e3-dfbd-485f-b111-4cff95594084.jsonl";
+    let id = "a46310e3-dfbd-485f-b111-4cff95594084";
+    let path =
+        l.w.home()
+            .join(".factory/sessions/-work-app")
+            .join(format!("{id}.jsonl"));
+    let cwd = "/home/dev/proj/my_repo.x";
+    let s = sweep_part(&l, "droid", rel, cwd, &path, 10);
+    assert_eq!(
+        find_by_path(&s, "started", &path).unwrap()["toLine"],
+        10,
+        "{s}"
+    );
+    let s = sweep_part(&l, "droid", rel, cwd, &path, 12);
+    let skipped = find_by_path(&s, "skipped", &path).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(skipped["reason"], "no-new-content", "{s}");
+    let (row, read) = listed_and_read(&l, "droid", id);
+    assert_eq!(row["userTurns"], 3, "{row}");
+    assert_eq!(row["lastPrompt"], "Try again please", "{row}");
+    assert_eq!(read.last().unwrap(), &(9, "Try again please".to_string()));
+    assert_eq!(l.calls().len(), 1, "one agent run");
+}
+
+#[test]
+fn a_prompt_queued_into_the_running_turn_is_captured_once() {
+    // Claude Code 2.1.218: 31 was queued while the agent worked, taken into the running turn (`remove`,
+    // 32) and written again as a queued_command attachment (38). Captured through 30, the new part is
+    // one prompt; the conversation the capture agent reads shows it once, as a prompt.
+    let l = live_world(3);
+    let rel = "corpus/claude/2.1.218/0f469ab8-bece-40b3-b3b8-c37e9ea7bc4b.jsonl";
+    let path =
+        l.w.home()
+            .join(".claude/projects/-work-app/0f469ab8-bece-40b3-b3b8-c37e9ea7bc4b.jsonl");
+    let cwd = "/Users/thomi/Projects/entire-graph";
+    let s = sweep_part(&l, "claude", rel, cwd, &path, 30);
+    assert_eq!(
+        find_by_path(&s, "started", &path).unwrap()["toLine"],
+        30,
+        "{s}"
+    );
+    let s = sweep_part(&l, "claude", rel, cwd, &path, 40);
+    let run = find_by_path(&s, "started", &path).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(run["fromLine"], 31, "{s}");
+    let run_id = run["runId"].as_str().unwrap();
+    let conversation =
+        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
+            .unwrap();
+    let prompt = "Note that entiredb is checked out in ~/Project, but needs a pull";
+    let (row, read) = listed_and_read(&l, "claude", "0f469ab8-bece-40b3-b3b8-c37e9ea7bc4b");
+    assert_eq!(row["userTurns"], 2, "{row}");
+    assert_eq!(read.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [13, 31]);
+    assert!(read[1].1.starts_with(prompt), "{read:?}");
+    // Its text once, where it was queued; the attachment that carries it again says so.
+    assert_eq!(conversation.matches(prompt).count(), 1, "{conversation}");
+    assert!(
+        conversation.contains("[L31] user (queued):")
+            && conversation.contains("[L38] user: the queued prompt of [L31], sent"),
+        "{conversation}"
+    );
+}
+
+#[test]
+fn codex_desktop_turns_after_a_repeated_session_meta_are_captured() {
+    // Codex Desktop 0.145.0-alpha.30 writes the session's own session_meta again before the prompts at
+    // 271, 490 and 500 (270, 489, 499). Captured through 269, the new part holds those three prompts.
+    let l = live_world(3);
+    let rel = "corpus/codex/0.145.0-alpha.30/rollout-2026-07-22T22-49-22-019f8c04-f40a-75a1-80a3-75c564780b42.jsonl";
+    let path = l.w.home().join(
+        ".codex/sessions/2026/07/22/rollout-2026-07-22T22-49-22-019f8c04-f40a-75a1-80a3-75c564780b42.jsonl",
+    );
+    let cwd = "/Users/thomi/Projects/entire-graph";
+    let s = sweep_part(&l, "codex", rel, cwd, &path, 269);
+    assert_eq!(
+        find_by_path(&s, "started", &path).unwrap()["toLine"],
+        269,
+        "{s}"
+    );
+    let s = sweep_part(&l, "codex", rel, cwd, &path, 541);
+    let run = find_by_path(&s, "started", &path).unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(run["fromLine"], 270, "{s}");
+    let run_id = run["runId"].as_str().unwrap();
+    let conversation =
+        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
+            .unwrap();
+    for (line, prompt) in [
+        (271, "Fix them all"),
+        (490, "Did you push them?"),
+        (500, "Well then, you know what to do"),
+    ] {
+        assert!(
+            conversation.contains(&format!("[L{line}] user:\n{prompt}")),
+            "{line}: {conversation}"
+        );
+    }
+    let (row, _) = listed_and_read(&l, "codex", "019f8c04-f40a-75a1-80a3-75c564780b42");
+    assert_eq!(row["userTurns"], 4, "{row}");
+    // The Desktop app keeps the newline the prompt was sent with.
+    assert_eq!(
+        row["lastPrompt"], "Well then, you know what to do\n",
+        "{row}"
+    );
 }

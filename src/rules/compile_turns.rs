@@ -96,10 +96,15 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
         let deliver = one(cx, "deliver", &q.deliver);
         let inject = one(cx, "inject", &q.inject);
         let withdraw = one(cx, "withdraw", &q.withdraw);
+        let command = match &q.command {
+            Some(re) => Some(cx.regex("turns.queue.command", re)?),
+            None => None,
+        };
         Some(super::compiled::Queue {
             deliver: deliver?,
             inject: inject?,
             withdraw: withdraw?,
+            command,
         })
     });
     let assistant = texts(cx, "assistant", &t.assistant);

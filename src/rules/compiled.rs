@@ -167,13 +167,17 @@ pub struct TurnText {
 /// it and dropped when a record withdraws every held one (`withdraw`); one still held when the file
 /// ends is not a prompt yet. A prompt record carrying its text delivers it (and is the prompt). The
 /// queue's own records deliver the oldest held one: `deliver` hands it on (a record carrying its text
-/// usually follows and is the prompt; if none comes before the next prompt, it counts where it was
-/// queued), `inject` takes it into the running turn (it counts now, where it was queued).
+/// usually follows and is the prompt, possibly after other prompts; if none comes before the end of the
+/// read, it counts where it was queued), `inject` takes it into the running turn (it counts now, where it was queued).
 #[derive(Debug)]
 pub struct Queue {
     pub deliver: Option<Predicate>,
     pub inject: Option<Predicate>,
     pub withdraw: Option<Predicate>,
+    /// Group 1 is the command a prompt record runs: it carries a queued prompt that was typed as that
+    /// command, alone or followed by its arguments (Claude Code queues `/review args` as typed and
+    /// writes the record in its `<command-name>` form).
+    pub command: Option<Regex>,
 }
 
 impl Queue {

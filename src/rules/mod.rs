@@ -477,6 +477,7 @@ turns:
     deliver: { exists: "$.dq" }
     inject: { exists: "$.rm" }
     withdraw: { exists: "$.pop" }
+    command: "<cmd>(/[a-z]+)</cmd>"
   assistant:
     - text: ["$.a"]
       group: "$.id"
@@ -623,6 +624,23 @@ stores:
         let mixed = VIEW_SINK.replace("    format: json\n", "");
         let mut diags = Vec::new();
         assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
+    }
+
+    #[test]
+    fn a_bad_queue_command_regex_is_named() {
+        let bad = KITCHEN_SINK.replace(
+            "command: \"<cmd>(/[a-z]+)</cmd>\"",
+            "command: \"<cmd>(/[a-z]+</cmd>\"",
+        );
+        assert_ne!(bad, KITCHEN_SINK);
+        let mut diags = Vec::new();
+        assert!(load_rule_set(&bad, Origin::Builtin("sink"), &mut diags).is_none());
+        let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        assert!(
+            text.join("\n")
+                .contains("turns.queue.command: invalid regex"),
+            "{text:?}"
+        );
     }
 
     #[test]

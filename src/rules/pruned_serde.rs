@@ -14,7 +14,10 @@ pub(super) fn parse_pruned_serde(bytes: &[u8], need: &Need) -> Option<Value> {
     // and gets the whole parse; invalid UTF-8 anywhere refuses the line here too.
     let surrogate = || {
         memchr::memmem::find_iter(bytes, b"\\u").any(|i| {
-            matches!(bytes.get(i + 2), Some(b'd' | b'D'))
+            // An escape only after an even run of backslashes: `\\uD800` is a backslash and text.
+            let run = bytes[..i].iter().rev().take_while(|b| **b == b'\\').count();
+            run % 2 == 0
+                && matches!(bytes.get(i + 2), Some(b'd' | b'D'))
                 && matches!(
                     bytes.get(i + 3),
                     Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')

@@ -64,6 +64,9 @@ pub struct RawQueue {
     pub deliver: Option<RawPredicate>,
     pub inject: Option<RawPredicate>,
     pub withdraw: Option<RawPredicate>,
+    /// A regex over a prompt record's text whose group 1 is the command it runs (`/review`): that
+    /// record carries a queued prompt typed as the command and its arguments.
+    pub command: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

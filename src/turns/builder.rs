@@ -22,6 +22,8 @@ pub(super) struct Builder<'a> {
     pub(super) sent: Vec<super::HeldPrompt>,
     /// Whether queued prompts are held until delivered (`turns.queue`).
     pub(super) hold_queued: bool,
+    /// `turns.queue.command`: group 1 is the command a prompt record runs.
+    pub(super) command: Option<&'a regex::Regex>,
     /// The first and the latest prompt, cut for the checkpoint...
     pub(super) prompts: (Option<Prompt>, Option<Prompt>),
     /// ...the latest kept as text until a checkpoint asks (a buffer reused prompt after prompt, not a
@@ -41,13 +43,25 @@ fn push_bounded<T>(v: &mut Vec<T>, x: T) {
     }
 }
 
-/// Where the prompt whose text is `key` is among `held`.
-fn position_of<'h>(
-    held: impl IntoIterator<Item = &'h super::HeldPrompt>,
-    key: &str,
-) -> Option<usize> {
-    held.into_iter()
-        .position(|h| h.text.as_deref() == Some(key))
+/// Where the prompt a record with text `key` carries is among `held`: the same text, else (with
+/// `command`, group 1 the command the record runs) one typed as that command and its arguments.
+fn position_of<'h, H>(held: H, key: &str, command: Option<&regex::Regex>) -> Option<usize>
+where
+    H: IntoIterator<Item = &'h super::HeldPrompt>,
+    H::IntoIter: Clone,
+{
+    let mut held = held.into_iter();
+    if let Some(i) = held.clone().position(|h| h.text.as_deref() == Some(key)) {
+        return Some(i);
+    }
+    let cmd = command?.captures(key)?.get(1)?.as_str().trim();
+    held.position(|h| {
+        h.text.as_deref().is_some_and(|t| {
+            let t = t.trim_start();
+            t.strip_prefix(cmd)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
+        })
+    })
 }
 
 pub(super) struct Current {
@@ -190,14 +204,17 @@ impl<'a> Builder<'a> {
             }
             // A prompt record: it carries a delivered prompt (counted here, after any delivered
             // before it that no record carried), or one still queued (delivered by it), or a new one.
-            match position_of(&self.sent, key) {
+            match position_of(&self.sent, key, self.command) {
                 Some(i) => {
                     self.sent.remove(i);
+                    self.flush_sent();
                 }
                 // Carried before the queue said so: it leaves the queue (no later record pops it).
+                // A delivered prompt this record does not carry keeps waiting for its own: Claude's
+                // desktop app (2.1.2xx) writes a later prompt's enqueue and dequeue at the top of the
+                // file. One no record carries counts where it was queued, at the end of the read.
                 None => self.unhold(key),
             }
-            self.flush_sent();
             self.start(line, ts, Some(text));
             return;
         }
@@ -251,7 +268,7 @@ impl<'a> Builder<'a> {
 
     /// The queue hands its oldest prompt to the model. It is a prompt (unless `ignore` dropped it):
     /// counted at the record that carries its text (which usually follows, once the turn
-    /// before it has ended), or where it was queued if no such record comes before the next prompt.
+    /// before it has ended, or later), or where it was queued if no such record comes in the read.
     /// `now` (`inject`): taken into the running turn, it counts now, and a record carrying its text
     /// after this is that prompt.
     pub(super) fn deliver(&mut self, now: bool) {
@@ -278,7 +295,7 @@ impl<'a> Builder<'a> {
 
     /// The held prompt whose text is `key` (cut as compared) leaves the queue.
     fn unhold(&mut self, key: &str) {
-        if let Some(i) = position_of(&self.held, key) {
+        if let Some(i) = position_of(&self.held, key, self.command) {
             self.held.remove(i);
         }
     }

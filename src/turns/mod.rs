@@ -288,6 +288,7 @@ impl<'a, S: Sink> Reader<'a, S> {
             held: Default::default(),
             sent: Vec::new(),
             hold_queued: turns.queue.is_some(),
+            command: turns.queue.as_ref().and_then(|q| q.command.as_ref()),
             prompts: (None, None),
             latest: None,
             out: Turns::default(),

@@ -209,55 +209,51 @@ impl TurnText {
 
     /// The prompts of a record: its text, or with `each_match` each match of `extract` (in order).
     pub fn prompts<D: Doc>(&self, record: &D) -> Option<Vec<String>> {
-        let text = self.text(record)?;
         match (&self.extract, self.each_match) {
-            (Some(re), true) => {
-                // `text` joined the matches; matched again, over what the paths select, one each.
-                let mut all = Vec::new();
-                for p in &self.text {
-                    p.any(record, |v| {
-                        if let Some(s) = v.as_str() {
-                            all.extend(matches(re, s).into_iter().map(str::to_string));
-                        }
-                        false
-                    });
-                    if !all.is_empty() {
-                        return Some(all);
-                    }
-                }
-                Some(vec![text])
-            }
-            _ => Some(vec![text]),
+            (Some(re), true) => self
+                .first(record, |joined| {
+                    let parts = matches(re, &joined);
+                    (!parts.is_empty()).then(|| parts.into_iter().map(str::to_string).collect())
+                })
+                .or_else(|| self.placeholder_text(record).map(|t| vec![t])),
+            _ => self.text(record).map(|t| vec![t]),
         }
     }
 
     /// The text of the first path that selects non-empty strings, several joined by a blank line.
     pub fn text<D: Doc>(&self, record: &D) -> Option<String> {
-        self.text
-            .iter()
-            .find_map(|p| {
-                let mut joined: Option<String> = None;
-                p.any(record, |v| {
-                    if let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) {
-                        match &mut joined {
-                            Some(j) => {
-                                j.push_str("\n\n");
-                                j.push_str(s);
-                            }
-                            None => joined = Some(s.to_string()),
+        self.first(record, |joined| match &self.extract {
+            None => Some(joined),
+            Some(re) => extracted(re, &joined),
+        })
+        .or_else(|| self.placeholder_text(record))
+    }
+
+    /// The placeholder's text, where it holds.
+    fn placeholder_text<D: Doc>(&self, record: &D) -> Option<String> {
+        let (when, text) = self.placeholder.as_ref()?;
+        when.holds(record).then(|| text.clone())
+    }
+
+    /// `take` of the text of the first path that selects non-empty strings (several joined by a blank
+    /// line) for which it gives something.
+    fn first<D: Doc, T>(&self, record: &D, take: impl Fn(String) -> Option<T>) -> Option<T> {
+        self.text.iter().find_map(|p| {
+            let mut joined: Option<String> = None;
+            p.any(record, |v| {
+                if let Some(s) = v.as_str().filter(|s| !s.trim().is_empty()) {
+                    match &mut joined {
+                        Some(j) => {
+                            j.push_str("\n\n");
+                            j.push_str(s);
                         }
+                        None => joined = Some(s.to_string()),
                     }
-                    false
-                });
-                match &self.extract {
-                    None => joined,
-                    Some(re) => extracted(re, &joined?),
                 }
-            })
-            .or_else(|| {
-                let (when, text) = self.placeholder.as_ref()?;
-                when.holds(record).then(|| text.clone())
-            })
+                false
+            });
+            take(joined?)
+        })
     }
 }
 

@@ -626,20 +626,22 @@ stores:
         assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
     }
 
-    #[test]
-    fn a_bad_queue_command_regex_is_named() {
-        let bad = KITCHEN_SINK.replace(
-            "command: \"<cmd>(/[a-z]+)</cmd>\"",
-            "command: \"<cmd>(/[a-z]+</cmd>\"",
-        );
-        assert_ne!(bad, KITCHEN_SINK);
+    /// The kitchen sink with `from` made `to` is refused, a diagnostic saying `want`.
+    fn sink_refused(from: &str, to: &str, want: &str) {
+        let bad = KITCHEN_SINK.replace(from, to);
+        assert_ne!(bad, KITCHEN_SINK, "{from}");
         let mut diags = Vec::new();
         assert!(load_rule_set(&bad, Origin::Builtin("sink"), &mut diags).is_none());
         let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-        assert!(
-            text.join("\n")
-                .contains("turns.queue.command: invalid regex"),
-            "{text:?}"
+        assert!(text.join("\n").contains(want), "{text:?}");
+    }
+
+    #[test]
+    fn a_bad_queue_command_regex_is_named() {
+        sink_refused(
+            "command: \"<cmd>(/[a-z]+)</cmd>\"",
+            "command: \"<cmd>(/[a-z]+</cmd>\"",
+            "turns.queue.command: invalid regex",
         );
     }
 
@@ -647,15 +649,10 @@ stores:
     fn each_match_without_extract_is_named() {
         let mut diags = Vec::new();
         assert!(load_rule_set(KITCHEN_SINK, Origin::Builtin("sink"), &mut diags).is_some());
-        let bad = KITCHEN_SINK.replace("      extract: \"<task>(.*?)</task>\"\n", "");
-        assert_ne!(bad, KITCHEN_SINK);
-        let mut diags = Vec::new();
-        assert!(load_rule_set(&bad, Origin::Builtin("sink"), &mut diags).is_none());
-        let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-        assert!(
-            text.join("\n")
-                .contains("turns.user[0].each_match: each_match needs an `extract` regex"),
-            "{text:?}"
+        sink_refused(
+            "      extract: \"<task>(.*?)</task>\"\n",
+            "",
+            "turns.user[0].each_match: each_match needs an `extract` regex",
         );
     }
 

@@ -345,8 +345,7 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
     assert_eq!(messages, 47, "{s}");
     let prompt = l.prompt(&run);
     assert!(prompt.contains("Capture messages 1 to 47."), "{prompt}");
-    let copy =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap();
+    let copy = l.conversation(&run);
     assert!(
         copy.contains("[M1] user:\nнужны настройки сервера vite"),
         "{copy}"
@@ -397,8 +396,7 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
             && prompt.contains("Focus on messages 48 to 49."),
         "{prompt}"
     );
-    let copy =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap();
+    let copy = l.conversation(run);
     assert!(
         copy.contains("[M48] user:\nAdd a favicon as well."),
         "{copy}"
@@ -607,9 +605,7 @@ fn cursor_agent_transcripts_and_cli_stores_are_placed_on_known_repos_and_grown_o
                 && prompt.contains(&format!("Focus on messages {} to {}.", seen + 1, seen + 2)),
             "{prompt}"
         );
-        let copy =
-            std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-                .unwrap();
+        let copy = l.conversation(run_id);
         assert!(copy.contains(&format!("[M{}] user:", seen + 1)), "{copy}");
     }
 

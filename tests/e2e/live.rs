@@ -182,6 +182,15 @@ impl Live {
         std::fs::read_to_string(self.fake.join(format!("prompt-{run_id}.md"))).unwrap()
     }
 
+    /// The conversation a run's agent reads (`.almanac/runs/<run>.transcript.md`).
+    pub fn conversation(&self, run_id: &str) -> String {
+        std::fs::read_to_string(
+            self.repo
+                .join(format!(".almanac/runs/{run_id}.transcript.md")),
+        )
+        .unwrap()
+    }
+
     pub fn set_exit(&self, code: i32) {
         std::fs::write(self.fake.join("exit-code"), code.to_string()).unwrap();
     }

@@ -616,8 +616,7 @@ pub(crate) fn captured_first(l: &Live, app: &str, session: &str, tools: &[&str])
         p1.contains(&format!("Capture messages 1 to {captured}.")),
         "{p1}"
     );
-    let copy1 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run1}.transcript.md")))
-        .unwrap();
+    let copy1 = l.conversation(&run1);
     assert!(
         message_holding(&copy1, FIRST).is_some_and(|m| m < captured),
         "{copy1}"
@@ -665,8 +664,7 @@ pub(crate) fn captured_second(
         "{p2}"
     );
     assert_eq!(through, captured, "{p2}");
-    let copy2 = std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run2}.transcript.md")))
-        .unwrap();
+    let copy2 = l.conversation(&run2);
     // The conversation lists the earlier prompts for context (not their answers); the second prompt
     // and its answer are in the range to capture.
     assert!(

@@ -275,7 +275,7 @@ fn wait_for_answer(log: &Path, answer: &str, child: &mut Child, out: &Path) {
 
 /// The readable copy of a run.
 fn copy(l: &Live, run: &str) -> String {
-    std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap()
+    l.conversation(run)
 }
 
 #[test]

@@ -194,9 +194,7 @@ fn an_opencode_capture_moves_its_cursor_and_the_next_takes_only_the_new_exchange
             )),
         "{prompt}"
     );
-    let text =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let text = l.conversation(run_id);
     assert!(
         text.contains(&format!(
             "[M{}] user:\nA third prompt, added later.",
@@ -248,9 +246,7 @@ fn a_row_only_in_the_wal_is_read_under_a_writers_lock_and_no_file_beside_the_sto
     let runs = started(&s);
     assert_eq!(runs.len(), 1, "{s}");
     let run_id = runs[0]["runId"].as_str().unwrap();
-    let text =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let text = l.conversation(run_id);
     assert!(text.contains("A prompt only the WAL holds."), "{text}");
     c.execute_batch("ROLLBACK").unwrap();
 }
@@ -414,9 +410,7 @@ fn a_gemini_rewind_past_the_captured_messages_needs_attention_and_one_after_them
         .collect();
     assert_eq!(again.len(), 1, "{s}");
     let run_id = again[0]["runId"].as_str().unwrap();
-    let text =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let text = l.conversation(run_id);
     assert!(
         text.contains("Rewritten second prompt after rewind."),
         "{text}"
@@ -935,9 +929,7 @@ fn aider_sessions_take_their_prompts_from_the_input_history_and_a_grown_one_is_c
         format!("{}#2026-12-03 06:01:55", log.display())
     );
     let run_id = runs[0]["runId"].as_str().unwrap();
-    let text =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let text = l.conversation(run_id);
     assert!(text.contains("] user:\nAnd the tests?"), "{text}");
     assert!(
         l.prompt(run_id)

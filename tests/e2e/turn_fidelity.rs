@@ -55,9 +55,7 @@ fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
     assert_eq!(runs[0]["toLine"], view.lines().count(), "{s}");
     // The conversation the capture agent reads holds each prompt.
     let run_id = runs[0]["runId"].as_str().unwrap();
-    let conversation =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let conversation = l.conversation(run_id);
     for (_, p) in prompts {
         let head: String = p.chars().take(60).collect();
         assert!(conversation.contains(&head), "{head:?} in {conversation}");
@@ -296,9 +294,7 @@ fn a_prompt_queued_into_the_running_turn_is_captured_once() {
     let run = find_by_path(&s, "started", &path).unwrap_or_else(|| panic!("{s}"));
     assert_eq!(run["fromLine"], 31, "{s}");
     let run_id = run["runId"].as_str().unwrap();
-    let conversation =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let conversation = l.conversation(run_id);
     let prompt = "Note that entiredb is checked out in ~/Project, but needs a pull";
     let (row, read) = listed_and_read(&l, "claude", "0f469ab8-bece-40b3-b3b8-c37e9ea7bc4b");
     assert_eq!(row["userTurns"], 2, "{row}");
@@ -333,9 +329,7 @@ fn codex_desktop_turns_after_a_repeated_session_meta_are_captured() {
     let run = find_by_path(&s, "started", &path).unwrap_or_else(|| panic!("{s}"));
     assert_eq!(run["fromLine"], 270, "{s}");
     let run_id = run["runId"].as_str().unwrap();
-    let conversation =
-        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run_id}.transcript.md")))
-            .unwrap();
+    let conversation = l.conversation(run_id);
     for (line, prompt) in [
         (271, "Fix them all"),
         (490, "Did you push them?"),

@@ -94,11 +94,12 @@ impl TestState {
     }
 }
 
-/// `rel_path` is the path relative to the store root (`/`-separated), used by subagent path globs.
+/// `rel_path` is the path relative to the store root (`/`-separated), used by subagent path globs; None
+/// for a view, whose header says whether its store file's path matched them.
 pub fn scan_head<R: Read>(
     rule: &RuleSet,
     file_name: &str,
-    rel_path: &str,
+    rel_path: Option<&str>,
     reader: R,
 ) -> io::Result<HeadScan> {
     let mut fields: Vec<FieldResult> = rule
@@ -137,12 +138,12 @@ pub fn scan_head<R: Read>(
         })
         .collect();
 
-    let path_verdict = rule.subagent_paths.as_ref().and_then(|set| {
-        set.matches(rel_path).first().map(|&i| Verdict {
-            reason: format!("path matches {}", rule.subagent_path_patterns[i]),
+    let path_verdict = rel_path
+        .and_then(|rel| rule.subagent_path(rel))
+        .map(|glob| Verdict {
+            reason: format!("path matches {glob}"),
             line: None,
-        })
-    });
+        });
     let mut subagent = TestState::new(&rule.subagent_records, path_verdict);
     let mut excluded = TestState::new(&rule.exclude_when, None);
 

@@ -230,7 +230,8 @@ fn view_of_store<'a>(
             return Err(why);
         }
     }
-    let made = super::views::views_of(cx, &m.rule.id, spec, path, &m.rel, &known);
+    let by_path = m.rule.subagent_path(&m.rel);
+    let made = super::views::views_of(cx, (&m.rule.id, spec, by_path), path, &m.rel, &known);
     match (made.files.as_slice(), made.errors.into_iter().next()) {
         ([one], _) => {
             let one = one.clone();

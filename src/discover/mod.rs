@@ -242,7 +242,9 @@ impl<T: WalkItem> Walk<T> {
                 .retain(|f| p.keeps(rule, f, &views::companions(spec, &f.path)));
         }
         for file in stores.files {
-            let made = views::views_of(cx, &rule.id, spec, &file.path, &file.rel(), known);
+            let rel = file.rel();
+            let by_path = rule.subagent_path(&rel);
+            let made = views::views_of(cx, (&rule.id, spec, by_path), &file.path, &rel, known);
             for (busy, message) in made.errors {
                 views::note_error(views::StoreError {
                     app: rule.id.clone(),
@@ -591,7 +593,13 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    head::scan_head(rule, &name, &file.rel(), f)
+    // A view's path is almanac's, not the app's: `subagent.paths` matched the store file's when the
+    // view was made, and its header says so.
+    let rel = match rule.reads_views() {
+        true => None,
+        false => Some(file.rel()),
+    };
+    head::scan_head(rule, &name, rel.as_deref(), f)
 }
 
 #[cfg(test)]

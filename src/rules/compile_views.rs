@@ -103,18 +103,29 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     }
     let view_format = view_format(cx, i, s, format)?;
     let before = cx.diags.len();
-    let id: Vec<_> = s
+    let mut id: Vec<_> = s
         .session
         .id
         .iter()
         .enumerate()
-        .filter_map(|(j, p)| cx.path(&at(&format!("session.id[{j}]")), p))
+        .filter_map(|(j, p)| {
+            session_source(cx, &at(&format!("session.id[{j}]")), p, SessionKey::Id)
+        })
         .collect();
-    let id_from_path = s
-        .session
-        .id_from_path
-        .as_ref()
-        .and_then(|r| cx.regex(&at("session.id_from_path"), r));
+    if let Some(re) = &s.session.id_from_path {
+        if let Some(re) = grouped(
+            cx,
+            &at("session.id_from_path"),
+            re,
+            "e.g. '^([^/]+)/api_conversation_history\\.json$'",
+        ) {
+            id.push(ProjectSource::Value {
+                from: ValueFrom::Path(re),
+                field: None,
+                naming: Naming::Path { uri: false },
+            });
+        }
+    }
     let names_itself = matches!(view_format, ViewFormat::Markdown(_));
     if s.session.id.is_empty() && s.session.id_from_path.is_none() && !names_itself {
         cx.err(
@@ -127,7 +138,22 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         p.as_ref()
             .and_then(|t| cx.path(&at(&format!("session.{key}")), t))
     };
-    let parent = opt(cx, "parent", &s.session.parent);
+    let parent: Vec<_> = s
+        .session
+        .parent
+        .as_ref()
+        .map(|p| p.list())
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(j, p)| {
+            let key = match &s.session.parent {
+                Some(RawSources::Many(_)) => format!("session.parent[{j}]"),
+                _ => "session.parent".to_string(),
+            };
+            session_source(cx, &at(&key), p, SessionKey::Parent)
+        })
+        .collect();
     let updated = opt(cx, "updated", &s.session.updated);
     let message_id = opt(cx, "message_id", &s.session.message_id);
     let drop_message_ids = s
@@ -157,7 +183,6 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     Some(StoreKind::View(Box::new(ViewSpec {
         format: view_format,
         id,
-        id_from_path,
         parent,
         updated,
         message_id,
@@ -368,6 +393,70 @@ fn project_source(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ProjectS
     })
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SessionKey {
+    Id,
+    Parent,
+}
+
+/// A `session.id` or `session.parent` source: a JSONPath over the session, or a value read as a
+/// project's is, named as it is (no `uri`, `hash` or `slug`, no `text` or `store_dir`). The id is not
+/// known yet when its own sources are read: they name no `{id}` and no `lookup` (which finds a
+/// session by its id).
+fn session_source(
+    cx: &mut Ctx<'_>,
+    at: &str,
+    raw: &RawValueSource,
+    key: SessionKey,
+) -> Option<ProjectSource> {
+    let p = match raw {
+        RawValueSource::Path(text) => {
+            return Some(ProjectSource::Value {
+                from: ValueFrom::Session,
+                field: Some(cx.path(at, text)?),
+                naming: Naming::Path { uri: false },
+            })
+        }
+        RawValueSource::Full(p) => p,
+    };
+    let eg = "e.g. \"$.sessionId\", {sidecar: \"{dir}/meta.json\", field: \"$.session_id\"}, {path: '^([^/]+)/'} or {field: \"$.id\", messages: true}";
+    if p.text.is_some() || p.store_dir.is_some() || p.uri || p.hash.is_some() || p.slug.is_some() {
+        cx.err(
+            at,
+            "a session's id or parent is a `field`, `sidecar`, `path` or `lookup` value as it is: `text`, `store_dir`, `uri`, `hash` and `slug` are for a project",
+            eg,
+        );
+        return None;
+    }
+    if key == SessionKey::Id {
+        let names_id = p.sidecar.as_deref().is_some_and(|t| t.contains("{id}"));
+        if p.lookup.is_some() || names_id {
+            cx.err(
+                at,
+                "the session id is what it is read to find: its source names no `{id}` and no `lookup`",
+                eg,
+            );
+            return None;
+        }
+    }
+    if p.field.is_none() && p.path.is_none() && p.sidecar.is_none() {
+        cx.err(
+            at,
+            "the source reads nothing: give `field`, `sidecar` or `path`",
+            eg,
+        );
+        return None;
+    }
+    Some(ProjectSource::Value {
+        from: value_from(cx, at, p)?,
+        field: match &p.field {
+            Some(f) => Some(cx.path(&format!("{at}.field"), f)?),
+            None => None,
+        },
+        naming: Naming::Path { uri: false },
+    })
+}
+
 /// Where a `Value` source reads its value (None after a diagnostic).
 fn value_from(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ValueFrom> {
     let from_dir = |cx: &mut Ctx<'_>, key: &str, t: &str| {
@@ -388,6 +477,17 @@ fn value_from(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ValueFrom> {
             "e.g. {path: '^([0-9a-f]{32})/', hash: md5}",
         );
         return None;
+    }
+    if p.messages {
+        if p.field.is_none() || p.path.is_some() || p.lookup.is_some() || p.sidecar.is_some() {
+            cx.err(
+                format!("{at}.messages"),
+                "`messages: true` reads `field` in the messages: it takes a `field` and no `sidecar`, `path` or `lookup`",
+                "e.g. {field: \"$.workspace_folder\", messages: true}",
+            );
+            return None;
+        }
+        return Some(ValueFrom::Messages);
     }
     Some(match (&p.path, &p.lookup, &p.sidecar) {
         (Some(re), None, None) => ValueFrom::Path(grouped(

@@ -304,15 +304,26 @@ impl RuleSet {
             .find_map(|v| v.as_str().map(str::to_string))
     }
 
-    /// The time of one record: the first RFC 3339 string any `timestamps` path selects.
+    /// The `subagent.paths` glob a store file's path (relative to its root) matches, if one does.
+    pub fn subagent_path(&self, rel: &str) -> Option<&str> {
+        let set = self.subagent_paths.as_ref()?;
+        let i = *set.matches(rel).first()?;
+        self.subagent_path_patterns.get(i).map(String::as_str)
+    }
+
+    /// The time of one record: the first time any `timestamps` path selects, an RFC 3339 string or a
+    /// number since the Unix epoch ([`epoch_time`]).
     pub fn record_time<D: Doc>(&self, record: &D) -> Option<chrono::DateTime<chrono::Utc>> {
         self.timestamps.iter().find_map(|p| {
             let mut time = None;
             p.any(record, |v| {
-                time = v
-                    .as_str()
-                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-                    .map(|t| t.with_timezone(&chrono::Utc));
+                time = match v.number() {
+                    Some(n) => n.as_f64().and_then(epoch_time),
+                    None => v
+                        .as_str()
+                        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                        .map(|t| t.with_timezone(&chrono::Utc)),
+                };
                 time.is_some()
             });
             time
@@ -601,6 +612,29 @@ impl CheckKind {
     }
 }
 
+/// A time given as a number since the Unix epoch, in the unit its size says: seconds below 10^11 (the
+/// year 5138), milliseconds below 10^14, microseconds below 10^17, else nanoseconds. Apps write all four
+/// (Amp and Cline milliseconds, Goose seconds); no real time of one unit reads as a plausible time of
+/// another. Zero, negative and non-finite values are no time.
+pub fn epoch_time(n: f64) -> Option<chrono::DateTime<chrono::Utc>> {
+    if !n.is_finite() || n <= 0.0 {
+        return None;
+    }
+    let nanos = if n < 1e11 {
+        n * 1e9
+    } else if n < 1e14 {
+        n * 1e6
+    } else if n < 1e17 {
+        n * 1e3
+    } else {
+        n
+    };
+    if nanos >= i64::MAX as f64 {
+        return None;
+    }
+    Some(chrono::DateTime::from_timestamp_nanos(nanos as i64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,5 +664,22 @@ mod tests {
             }
         }
         assert!(!JsonPath::parse("$.a[0]").unwrap().fast.unwrap().is_names());
+    }
+
+    #[test]
+    fn an_epoch_time_is_read_in_the_unit_its_size_says() {
+        let t = |n: f64| epoch_time(n).map(|t| t.to_rfc3339());
+        let want = Some("2026-12-04T10:00:00+00:00".to_string());
+        assert_eq!(t(1_796_378_400.0), want, "seconds");
+        assert_eq!(t(1_796_378_400_000.0), want, "milliseconds");
+        assert_eq!(t(1_796_378_400_000_000.0), want, "microseconds");
+        assert_eq!(t(1_796_378_400_000_000_000.0), want, "nanoseconds");
+        assert_eq!(
+            t(1_796_378_400.5).as_deref(),
+            Some("2026-12-04T10:00:00.500+00:00")
+        );
+        for bad in [0.0, -5.0, f64::NAN, f64::INFINITY, 1e30] {
+            assert_eq!(t(bad), None, "{bad}");
+        }
     }
 }

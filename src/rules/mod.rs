@@ -375,7 +375,11 @@ pub fn pointer_to_field(pointer: &str) -> String {
     out
 }
 
-fn load_rule_set(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<RuleSet> {
+pub(crate) fn load_rule_set(
+    src: &str,
+    origin: Origin,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<RuleSet> {
     let raw: raw::RawRuleSet = parse_checked(src, &origin, rules_validator(), diags)?;
     compile::rule_set(raw, origin, diags)
 }
@@ -514,8 +518,12 @@ stores:
     roots: [ { default: ["~/.app"] } ]
     include: ["*.json"]
     document: { messages: "$.history[*]" }
-    session: { id_from_path: '([^/]+)\.json$' }
+    session:
+      id: ["$.sid", { sidecar: "{dir}/meta.json", field: "$.session_id" }, { field: "$.sid", messages: true }]
+      id_from_path: '([^/]+)\.json$'
+      parent: [ { sidecar: "{dir}/meta.json", field: "$.parent" }, "$.parent_id" ]
     project:
+      - { field: "$.cwd", messages: true }
       - { field: "$.workspace", uri: true }
       - { sidecar: "{dir}/{id}.json", field: "$.cwd" }
       - { field: "$.hash", hash: md5 }
@@ -570,9 +578,34 @@ stores:
                 "`document` is for a `json` store",
             ),
             (
-                "session: { id_from_path",
-                "session: { idx: 1, id_from_path",
+                "      id_from_path: '([^/]+)",
+                "      idx: 1\n      id_from_path: '([^/]+)",
                 "idx",
+            ),
+            (
+                "{ sidecar: \"{dir}/meta.json\", field: \"$.session_id\" }",
+                "{ sidecar: \"{dir}/{id}.json\", field: \"$.session_id\" }",
+                "stores[1].session.id[1]: the session id is what it is read to find",
+            ),
+            (
+                "{ sidecar: \"{dir}/meta.json\", field: \"$.parent\" }",
+                "{ sidecar: \"{dir}/meta.json\", field: \"$.parent\", hash: md5 }",
+                "stores[1].session.parent: [{\"field\":\"$.parent\",\"hash\":\"md5\"",
+            ),
+            (
+                "{ field: \"$.sid\", messages: true }",
+                "{ messages: true }",
+                "stores[1].session.id[2]: the source reads nothing",
+            ),
+            (
+                "{ field: \"$.cwd\", messages: true }",
+                "{ field: \"$.cwd\", messages: true, sidecar: \"{dir}/x.json\" }",
+                "stores[1].project[0].messages: `messages: true` reads `field` in the messages",
+            ),
+            (
+                "      parent: [ { sidecar",
+                "      parent: [ { path: '^x/', sidecar",
+                "stores[1].session.parent[0]: a `path` value is the regex's group 1: it takes no `field`",
             ),
             (
                 "{ store_dir: 1 }",

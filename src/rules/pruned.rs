@@ -146,7 +146,7 @@ mod tests {
                 let scan = |c: &crate::rules::Catalog| {
                     let file = std::fs::File::open(&f).unwrap();
                     let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                    let h = crate::discover::head::scan_head(&c.sets[i], &name, &name, file);
+                    let h = crate::discover::head::scan_head(&c.sets[i], &name, Some(&name), file);
                     serde_json::to_value(h.unwrap()).unwrap()
                 };
                 assert_eq!(

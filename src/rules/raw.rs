@@ -194,13 +194,39 @@ pub struct RawMarkdownInput {
     pub line: String,
 }
 
+/// A session field's source: a JSONPath over the session, or a value read as a project's is (a
+/// `sidecar`, the store's `path`, the `messages`; for the parent, a `lookup` too).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawValueSource {
+    Path(String),
+    Full(Box<RawProject>),
+}
+
+/// One source or a list of them, tried in order.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawSources {
+    One(RawValueSource),
+    Many(Vec<RawValueSource>),
+}
+
+impl RawSources {
+    pub fn list(&self) -> Vec<&RawValueSource> {
+        match self {
+            RawSources::One(s) => vec![s],
+            RawSources::Many(v) => v.iter().collect(),
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawViewSession {
     #[serde(default)]
-    pub id: Vec<String>,
+    pub id: Vec<RawValueSource>,
     pub id_from_path: Option<String>,
-    pub parent: Option<String>,
+    pub parent: Option<RawSources>,
     pub updated: Option<String>,
     pub message_id: Option<String>,
     /// Messages whose id this regex matches are left out of the view (a store's own duplicates).
@@ -223,6 +249,9 @@ pub struct RawProject {
     pub sidecar: Option<String>,
     pub text: Option<String>,
     pub store_dir: Option<u32>,
+    /// `field` is read in each message, in order; the first that has it gives the value.
+    #[serde(default)]
+    pub messages: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -88,11 +88,11 @@ impl ViewFormat {
 #[derive(Debug)]
 pub struct ViewSpec {
     pub format: ViewFormat,
-    /// The session id: the first of these paths over the session that yields a string or number.
-    pub id: Vec<JsonPath>,
-    /// Else group 1 of this regex over the store file's path relative to its root.
-    pub id_from_path: Option<Regex>,
-    pub parent: Option<JsonPath>,
+    /// The session id: the first of these sources that yields a string or number (`session.id`, then
+    /// `id_from_path`, a `path` source). Each is a `Value` source named as a path.
+    pub id: Vec<ProjectSource>,
+    /// The parent session's id (a subagent's), the first source that yields one.
+    pub parent: Vec<ProjectSource>,
     /// When the session last changed (a sqlite session whose value is unchanged is not read again).
     pub updated: Option<JsonPath>,
     /// A message's stable id; without one, a hash of its content.
@@ -144,6 +144,8 @@ pub struct Lookup {
 pub enum ValueFrom {
     /// The session object (`field`).
     Session,
+    /// The messages, in order: the first that has `field` (`messages: true`).
+    Messages,
     /// A file beside the store (`sidecar`: its JSON's `field`, or its text).
     Sidecar(String),
     /// Group 1 of a regex over the store file's path under its root (`path`).
@@ -192,7 +194,10 @@ impl ProjectSource {
                     (ValueFrom::Sidecar(f), Some(p)) => format!("{} in the file {f}", p.text),
                     (ValueFrom::Sidecar(f), None) => format!("the text of the file {f}"),
                     (ValueFrom::Session, Some(p)) => p.text.clone(),
-                    (ValueFrom::Session, None) => "nothing".into(),
+                    (ValueFrom::Session, None) | (ValueFrom::Messages, None) => "nothing".into(),
+                    (ValueFrom::Messages, Some(p)) => {
+                        format!("{} in the first message that has it", p.text)
+                    }
                     (ValueFrom::Path(re), _) => format!("/{re}/ over the store's path"),
                     (ValueFrom::Lookup(l, f), p) => format!(
                         "{} the file {f} beside the one of {} that lists the session",
@@ -223,13 +228,72 @@ impl ProjectSource {
     }
 }
 
+/// The most bytes `decompress` makes of one value: a session's messages are at most this much as the
+/// view writes them, so a larger value could never be read whole anyway.
+pub const MAX_DECOMPRESSED: u64 = 64 << 20;
+
+/// `data` decompressed by `method` (`zstd`, `gzip` or `zlib`), at most [`MAX_DECOMPRESSED`] bytes: the
+/// decoders are pure Rust (ruzstd, miniz_oxide), so the three platforms build without a C toolchain.
+pub fn decompress(data: &[u8], method: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let reader: Box<dyn Read + '_> = match method {
+        "zstd" => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(data)
+                .map_err(|e| format!("not zstd data: {e}"))?,
+        ),
+        "gzip" => Box::new(flate2::read::MultiGzDecoder::new(data)),
+        "zlib" => Box::new(flate2::read::ZlibDecoder::new(data)),
+        other => return Err(format!("unknown method `{other}`: give zstd, gzip or zlib")),
+    };
+    let mut out = Vec::new();
+    reader
+        .take(MAX_DECOMPRESSED + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("not {method} data: {e}"))?;
+    if out.len() as u64 > MAX_DECOMPRESSED {
+        return Err(format!(
+            "the value decompresses to more than {} MiB, almanac's bound",
+            MAX_DECOMPRESSED >> 20
+        ));
+    }
+    Ok(out)
+}
+
 /// The SQL functions almanac adds to SQLite's for rule files' queries (on the private copy and in the
-/// validator): `protobuf_bytes_hex(data, field)`, the length-delimited values of one field of a protobuf
-/// message as a JSON array of lower-case hex strings (NULL for a NULL `data`). The one decoder a rule
-/// names: SQLite's own functions cover JSON, hex (`unhex`) and key/value lookups, not protobuf.
+/// validator), the decoders a rule names beside SQLite's own JSON, hex (`unhex`) and key/value ones:
+/// - `protobuf_bytes_hex(data, field)`, the length-delimited values of one field of a protobuf message
+///   as a JSON array of lower-case hex strings (NULL for a NULL `data`);
+/// - `decompress(data, method)`, `data` decompressed ([`decompress`]): text when it is UTF-8 (JSON a
+///   query can read at once), else a blob; NULL for a NULL `data`. Data that is not what the method
+///   says, or that decompresses past the bound, fails the query with the reason (the store then needs
+///   attention, named), never a silent NULL.
 pub fn register_functions(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
-    use rusqlite::types::ValueRef;
+    use rusqlite::types::{Value as SqlValue, ValueRef};
+    conn.create_scalar_function(
+        "decompress",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let method: String = ctx.get(1)?;
+            let data = match ctx.get_raw(0) {
+                ValueRef::Null => return Ok(SqlValue::Null),
+                ValueRef::Blob(b) | ValueRef::Text(b) => b,
+                _ => {
+                    return Err(rusqlite::Error::UserFunctionError(
+                        "decompress: the data is a number, not a blob".into(),
+                    ))
+                }
+            };
+            let out = decompress(data, &method).map_err(|e| {
+                rusqlite::Error::UserFunctionError(format!("decompress: {e}").into())
+            })?;
+            Ok(match String::from_utf8(out) {
+                Ok(text) => SqlValue::Text(text),
+                Err(e) => SqlValue::Blob(e.into_bytes()),
+            })
+        },
+    )?;
     conn.create_scalar_function(
         "protobuf_bytes_hex",
         2,
@@ -363,6 +427,66 @@ mod tests {
         assert!(e.contains("write (DELETE)"), "{e}");
         // A keyword inside a string or a quoted name is data.
         assert!(check_sql("SELECT 'delete me' AS \"update\" FROM part", 0).is_ok());
+    }
+
+    #[test]
+    fn decompress_reads_what_the_real_tools_wrote_and_stops_at_its_bound() {
+        assert!(check_sql("SELECT decompress(x'00', 'zstd')", 0).is_ok());
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        register_functions(&conn).unwrap();
+        let one = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, Option<String>>(0));
+        let json = r#"{"messages":[{"User":{"content":"hi"}}]}"#;
+        // Written by zstd 1.5 and gzip 1.12 (`printf … | zstd -c`, `gzip -n -c`) and Python's zlib.
+        let zstd = "28b52ffd04584101007b226d65737361676573223a5b7b2255736572223a7b22636f6e74656e74223a226869227d7d5d7df61d7812";
+        let gzip = "1f8b0800000000000003ab56ca4d2d2e4e4c4f2d56b28aae560a2d4e2d52b2aa564acecf2b49cd2b51b252cac854aaad8dad0500ac8a4ef128000000";
+        for (hex, method) in [(zstd, "zstd"), (gzip, "gzip")] {
+            let sql = format!("SELECT decompress(x'{hex}', '{method}')");
+            assert_eq!(one(&sql).unwrap().as_deref(), Some(json), "{method}");
+            // SQLite's JSON functions read the text at once.
+            let sql = format!(
+                "SELECT json_extract(decompress(x'{hex}', '{method}'), '$.messages[0].User.content')"
+            );
+            assert_eq!(one(&sql).unwrap().as_deref(), Some("hi"), "{method}");
+        }
+        assert_eq!(
+            one("SELECT decompress(x'789cab564a54b232ac0500082a0209', 'zlib')")
+                .unwrap()
+                .as_deref(),
+            Some(r#"{"a":1}"#)
+        );
+        assert_eq!(one("SELECT decompress(NULL, 'zstd')").unwrap(), None);
+        for (sql, want) in [
+            (
+                format!("SELECT decompress(x'{gzip}', 'zstd')"),
+                "decompress: not zstd data",
+            ),
+            (
+                format!("SELECT decompress(x'{zstd}', 'gzip')"),
+                "decompress: not gzip data",
+            ),
+            (
+                format!("SELECT decompress(x'{zstd}', 'brotli')"),
+                "unknown method `brotli`: give zstd, gzip or zlib",
+            ),
+            (
+                "SELECT decompress(12, 'zstd')".to_string(),
+                "a number, not a blob",
+            ),
+        ] {
+            let e = one(&sql).unwrap_err().to_string();
+            assert!(e.contains(want), "{sql}: {e}");
+        }
+        // 64 MiB and one byte of zeros, 2 KB as `zstd -19` wrote them: refused, not read whole.
+        let bomb =
+            include_bytes!("../../tests/fixtures/synthetic/decompress/zeros-64MiB-plus-1.zst");
+        let e = decompress(bomb, "zstd").unwrap_err();
+        assert!(e.contains("more than 64 MiB"), "{e}");
+        let e = conn
+            .query_row("SELECT decompress(?1, 'zstd')", [&bomb[..]], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("almanac's bound"), "{e}");
     }
 
     #[test]

@@ -159,8 +159,8 @@ fn stamp_of(
     } else {
         String::new()
     };
-    // Sidecar files the project is read from (those named without the session id), lookup stores and
-    // the files beside them, and a Markdown log's input log.
+    // Sidecar files the project, id or parent is read from (those named without the session id),
+    // lookup stores and the files beside them, and a Markdown log's input log.
     let mut files: Vec<PathBuf> = Vec::new();
     if let crate::rules::views::ViewFormat::Markdown(md) = &spec.format {
         if let Some(i) = &md.input {
@@ -168,7 +168,7 @@ fn stamp_of(
         }
     }
     files.extend(spec.not_beside.iter().map(|n| store.with_file_name(n)));
-    for p in &spec.project {
+    for p in spec.project.iter().chain(&spec.id).chain(&spec.parent) {
         match p {
             ProjectSource::Value {
                 from: ValueFrom::Sidecar(t),
@@ -234,10 +234,11 @@ fn load_index(dir: &Path) -> Index {
 
 /// The views of one store file (`rel`: its path relative to its root), made again when the store
 /// changed since the last read.
+/// `by_path`: the rule set's `subagent.paths` glob the store file's path matches, if one does (every
+/// session it holds is then a subagent's).
 pub fn views_of(
     cx: &Context,
-    app: &str,
-    spec: &ViewSpec,
+    (app, spec, by_path): (&str, &ViewSpec, Option<&str>),
     store: &Path,
     rel: &str,
     known: &[PathBuf],
@@ -246,7 +247,7 @@ pub fn views_of(
     let index = load_index(&dir);
     let vouched = vouched_slugs(cx);
     let stamp = match stamp_of(spec, store, known, &vouched) {
-        Ok(s) => s,
+        Ok(s) => format!("{s} subagent={}", by_path.unwrap_or("")),
         Err(e) => {
             return StoreViews {
                 files: Vec::new(),
@@ -287,6 +288,7 @@ pub fn views_of(
         known,
         vouched: &vouched,
         lookups: &lookups,
+        by_path,
     };
     let mut written = Written {
         next: Index {

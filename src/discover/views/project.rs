@@ -67,49 +67,7 @@ fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String>
             field,
             naming,
         } => {
-            let in_file = |path: PathBuf| -> Result<Option<String>, String> {
-                let bytes = match crate::util::untrusted::read_optional(&path, SIDECAR_CAP) {
-                    Ok(Some(b)) => b,
-                    Ok(None) => return Ok(None),
-                    Err(e) => return Err(e.to_string()),
-                };
-                Ok(match field {
-                    Some(p) => match serde_json::from_slice::<Value>(&bytes) {
-                        Ok(doc) => text_at(p, &doc),
-                        Err(e) => return Err(format!("{}: {e}", path.display())),
-                    },
-                    None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
-                })
-            };
-            let value = match from {
-                ValueFrom::Session => field.as_ref().and_then(|p| text_at(p, i.session)),
-                ValueFrom::Sidecar(t) => match fill(t, i.store, i.id, i.session) {
-                    Some(path) if climbs_a_link(&path, i.store) => {
-                        return Err(format!(
-                            "{}: reached through a symbolic link: not read",
-                            path.display()
-                        ))
-                    }
-                    Some(path) => in_file(path)?,
-                    None => None,
-                },
-                ValueFrom::Path(re) => re
-                    .captures(i.rel)
-                    .and_then(|c| Some(c.get(1)?.as_str().to_string())),
-                ValueFrom::Lookup(l, t) => {
-                    let found = i.lookups.get(j).and_then(|m| m.as_ref()?.get(i.id));
-                    match found {
-                        Some(db) => in_file(sidecar_path(t, db, i.id))?,
-                        None => {
-                            return Err(format!(
-                                "none of {} lists the session",
-                                sidecar_path(&l.stores, i.store, "").display()
-                            ))
-                        }
-                    }
-                }
-            };
-            let Some(value) = value.filter(|v| !v.is_empty()) else {
+            let Some(value) = value(from, field.as_ref(), j, i)? else {
                 return Ok(None);
             };
             match naming {
@@ -132,6 +90,69 @@ fn one(s: &ProjectSource, j: usize, i: &Input) -> Result<Option<String>, String>
             }
         }
     }
+}
+
+/// The first value of `sources` (each a `Value` source; others give nothing), as it is: a session's id
+/// or parent. A source that fails (a sidecar that is not JSON) is passed over for the next.
+pub fn first_value(sources: &[ProjectSource], i: &Input) -> Option<String> {
+    sources.iter().enumerate().find_map(|(j, s)| match s {
+        ProjectSource::Value { from, field, .. } => value(from, field.as_ref(), j, i).ok()?,
+        _ => None,
+    })
+}
+
+/// The value a `Value` source reads (`from`, then `field` in it), not yet named as a directory; None
+/// when it gives none or an empty one.
+fn value(
+    from: &ValueFrom,
+    field: Option<&crate::rules::JsonPath>,
+    j: usize,
+    i: &Input,
+) -> Result<Option<String>, String> {
+    let in_file = |path: PathBuf| -> Result<Option<String>, String> {
+        let bytes = match crate::util::untrusted::read_optional(&path, SIDECAR_CAP) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        Ok(match field {
+            Some(p) => match serde_json::from_slice::<Value>(&bytes) {
+                Ok(doc) => text_at(p, &doc),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            },
+            None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+        })
+    };
+    let value = match from {
+        ValueFrom::Session => field.and_then(|p| text_at(p, i.session)),
+        ValueFrom::Messages => field.and_then(|p| i.messages.iter().find_map(|m| text_at(p, m))),
+        ValueFrom::Sidecar(t) => match fill(t, i.store, i.id, i.session) {
+            Some(path) if climbs_a_link(&path, i.store) => {
+                return Err(format!(
+                    "{}: reached through a symbolic link: not read",
+                    path.display()
+                ))
+            }
+            Some(path) => in_file(path)?,
+            None => None,
+        },
+        ValueFrom::Path(re) => re
+            .captures(i.rel)
+            .and_then(|c| Some(c.get(1)?.as_str().to_string())),
+        ValueFrom::Lookup(l, t) => {
+            let found = i.lookups.get(j).and_then(|m| m.as_ref()?.get(i.id));
+            match found {
+                Some(db) => in_file(sidecar_path(t, db, i.id))?,
+                None => {
+                    return Err(format!(
+                        "none of {} lists the session",
+                        sidecar_path(&l.stores, i.store, "").display()
+                    ))
+                }
+            }
+        }
+    };
+    Ok(value.filter(|v| !v.is_empty()))
 }
 
 /// Whether a directory between the store's and `path` (those a template named, below the directory
@@ -401,6 +422,81 @@ mod tests {
         };
         let (dir, _) = derive(&[ProjectSource::Text(re)], &i).unwrap();
         assert_eq!(dir, r"C:\Users\u\p");
+    }
+
+    /// A store whose session id and parent are in a sidecar (Mistral Vibe's meta.json), a directory name
+    /// (Kimi CLI's) or the messages, and whose project is in its first message that names one.
+    #[test]
+    fn session_fields_come_from_sidecars_paths_and_messages() {
+        let yaml = r#"
+id: t
+stores:
+  - name: s
+    format: json
+    roots: [ { default: ["~/.t"] } ]
+    include: ["*/*/messages.json"]
+    document: { messages: "$.messages[*]" }
+    session:
+      id: ["$.id", { sidecar: "{dir}/meta.json", field: "$.session_id" }, { path: '^[^/]+/([^/]+)/' }]
+      parent: [ "$.parent", { sidecar: "{dir}/meta.json", field: "$.parent_session_id" } ]
+    project:
+      - { field: "$.workspace", messages: true }
+"#;
+        let mut diags = Vec::new();
+        let set = crate::rules::load_rule_set(yaml, crate::rules::Origin::Builtin("t"), &mut diags)
+            .unwrap_or_else(|| panic!("{diags:?}"));
+        let spec = set.stores[0].kind.view().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("proj/s1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = dir.join("messages.json");
+        let messages = vec![
+            serde_json::json!({"text": "hi"}),
+            serde_json::json!({"workspace": "/home/u/app"}),
+            serde_json::json!({"workspace": "/home/u/other"}),
+        ];
+        let at = (store.as_path(), "proj/s1/messages.json");
+        let id_of = |session: &Value| super::super::read::session_id(spec, session, at, &messages);
+        let parent_of = |session: &Value| first_value(&spec.parent, &input(at, session, &messages));
+        let empty = serde_json::json!({});
+        // No sidecar yet: the directory's name is the id, and there is no parent.
+        assert_eq!(id_of(&empty).as_deref(), Some("s1"));
+        assert_eq!(parent_of(&empty), None);
+        // The sidecar's id and parent win over the path; the session's own fields over both.
+        std::fs::write(
+            dir.join("meta.json"),
+            r#"{"session_id": "sess-9", "parent_session_id": "sess-1"}"#,
+        )
+        .unwrap();
+        assert_eq!(id_of(&empty).as_deref(), Some("sess-9"));
+        assert_eq!(parent_of(&empty).as_deref(), Some("sess-1"));
+        let own = serde_json::json!({"id": "own", "parent": "p0"});
+        assert_eq!(id_of(&own).as_deref(), Some("own"));
+        assert_eq!(parent_of(&own).as_deref(), Some("p0"));
+        // The project: the first message that names one.
+        let (project, from) = derive(&spec.project, &input(at, &empty, &messages)).unwrap();
+        assert_eq!(project, "/home/u/app");
+        assert_eq!(from, "$.workspace in the first message that has it");
+        // A sidecar that is not JSON gives nothing, and the next source is read.
+        std::fs::write(dir.join("meta.json"), "not json").unwrap();
+        assert_eq!(id_of(&empty).as_deref(), Some("s1"));
+    }
+
+    fn input<'a>(
+        (store, rel): (&'a Path, &'a str),
+        session: &'a Value,
+        messages: &'a [Value],
+    ) -> Input<'a> {
+        Input {
+            store,
+            rel,
+            id: "",
+            session,
+            messages,
+            known: &[],
+            vouched: &[],
+            lookups: &[],
+        }
     }
 
     #[test]

@@ -209,16 +209,25 @@ pub fn text_at(path: &JsonPath, v: &Value) -> Option<String> {
     })
 }
 
-/// The session's id: the first of the `session.id` paths that yields one, else `id_from_path` over
-/// the store file's path relative to its root.
-pub fn session_id(spec: &ViewSpec, session: &Value, rel: &str) -> Option<String> {
-    spec.id
-        .iter()
-        .find_map(|p| text_at(p, session))
-        .or_else(|| {
-            let re = spec.id_from_path.as_ref()?;
-            Some(re.captures(rel)?.get(1)?.as_str().to_string())
-        })
+/// The session's id: the first of the `session.id` sources that yields one (a path over the session, a
+/// sidecar beside the store file, a regex over its path relative to its root, the messages).
+pub fn session_id(
+    spec: &ViewSpec,
+    session: &Value,
+    (store, rel): (&Path, &str),
+    messages: &[Value],
+) -> Option<String> {
+    let input = super::project::Input {
+        store,
+        rel,
+        id: "",
+        session,
+        messages,
+        known: &[],
+        vouched: &[],
+        lookups: &[],
+    };
+    super::project::first_value(&spec.id, &input)
 }
 
 /// Where each session read is handed, as soon as it is read.
@@ -246,7 +255,7 @@ pub fn read_store(
     match &spec.format {
         ViewFormat::Replay => {
             let (session, messages) = replay(spec, path)?;
-            one(spec, rel, (session, messages), sink);
+            one(spec, (path, rel), (session, messages), sink);
             Ok(())
         }
         ViewFormat::Json { messages } => {
@@ -260,7 +269,7 @@ pub fn read_store(
                 })
             })?;
             drop(bytes);
-            one(spec, rel, read, sink);
+            one(spec, (path, rel), read, sink);
             Ok(())
         }
         ViewFormat::Markdown(md) => super::markdown::read(md, path, max_document(), sink),
@@ -270,7 +279,12 @@ pub fn read_store(
                 Ok(m) => Messages::Read(m),
                 Err(why) => Messages::Refused(why),
             };
-            one(spec, rel, (Value::Object(Map::new()), messages), sink);
+            one(
+                spec,
+                (path, rel),
+                (Value::Object(Map::new()), messages),
+                sink,
+            );
             Ok(())
         }
         ViewFormat::Sqlite {
@@ -288,8 +302,17 @@ pub fn read_store(
     }
 }
 
-fn one(spec: &ViewSpec, rel: &str, (session, messages): (Value, Messages), sink: &mut Sink) {
-    let Some(id) = session_id(spec, &session, rel) else {
+fn one(
+    spec: &ViewSpec,
+    at: (&Path, &str),
+    (session, messages): (Value, Messages),
+    sink: &mut Sink,
+) {
+    let read = match &messages {
+        Messages::Read(m) => m.as_slice(),
+        _ => &[],
+    };
+    let Some(id) = session_id(spec, &session, at, read) else {
         return; // not a session (a file the include globs also match)
     };
     let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));
@@ -597,9 +620,12 @@ mod tests {
     fn spec() -> ViewSpec {
         ViewSpec {
             format: ViewFormat::Replay,
-            id: vec![JsonPath::parse("$.sessionId").unwrap()],
-            id_from_path: None,
-            parent: None,
+            id: vec![crate::rules::views::ProjectSource::Value {
+                from: crate::rules::views::ValueFrom::Session,
+                field: Some(JsonPath::parse("$.sessionId").unwrap()),
+                naming: crate::rules::views::Naming::Path { uri: false },
+            }],
+            parent: Vec::new(),
             updated: None,
             message_id: Some(JsonPath::parse("$.id").unwrap()),
             drop_message_ids: None,

@@ -251,7 +251,7 @@ pub fn read(
 ) -> Result<(), ReadError> {
     with_copy(scratch, path, |conn| {
         each_row(conn, sessions_sql, None, json_columns, &mut |session, _| {
-            let Some(id) = session_id(spec, &session, rel) else {
+            let Some(id) = session_id(spec, &session, (path, rel), &[]) else {
                 return Ok(true);
             };
             let updated = spec.updated.as_ref().and_then(|p| text_at(p, &session));

@@ -16,6 +16,8 @@ pub(super) struct Made<'a> {
     pub(super) known: &'a [PathBuf],
     pub(super) vouched: &'a [(String, PathBuf)],
     pub(super) lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
+    /// The `subagent.paths` glob the store file matches: its sessions are subagents'.
+    pub(super) by_path: Option<&'a str>,
 }
 
 /// What writing a store's views gave so far: the index they are written into, and what could not be
@@ -29,11 +31,6 @@ pub(super) struct Written {
 
 impl Made<'_> {
     fn header(&self, s: &SessionRead, messages: &[Value]) -> (Value, Option<String>) {
-        let parent = self
-            .spec
-            .parent
-            .as_ref()
-            .and_then(|p| read::text_at(p, &s.session));
         let input = project::Input {
             store: self.store,
             rel: self.rel,
@@ -44,6 +41,7 @@ impl Made<'_> {
             vouched: self.vouched,
             lookups: self.lookups,
         };
+        let parent = project::first_value(&self.spec.parent, &input);
         let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
             Ok((dir, from)) => (Some(dir), Some(from), None),
             Err(why) => (None, None, Some(why)),
@@ -59,7 +57,8 @@ impl Made<'_> {
                 "project_from": from,
                 "unplaced": unplaced,
                 "parent": parent,
-                "subagent": parent.is_some(),
+                "subagent": parent.is_some() || self.by_path.is_some(),
+                "subagent_path": self.by_path,
             },
             "session": s.session,
         });

@@ -49,6 +49,10 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ("rules/crush.yaml", include_str!("../../rules/crush.yaml")),
     ("rules/aider.yaml", include_str!("../../rules/aider.yaml")),
     ("rules/cursor.yaml", include_str!("../../rules/cursor.yaml")),
+    ("rules/goose.yaml", include_str!("../../rules/goose.yaml")),
+    ("rules/kimi.yaml", include_str!("../../rules/kimi.yaml")),
+    ("rules/vibe.yaml", include_str!("../../rules/vibe.yaml")),
+    ("rules/zed.yaml", include_str!("../../rules/zed.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -411,7 +415,7 @@ mod tests {
             cat.ids(),
             vec![
                 "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "continue", "crush", "aider", "cursor"
+                "cline", "continue", "crush", "aider", "cursor", "goose", "kimi", "vibe", "zed"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.

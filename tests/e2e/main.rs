@@ -32,6 +32,7 @@ mod locks;
 mod make_chat_fixtures;
 mod make_fixtures;
 mod mock_model;
+mod more_apps;
 mod perf;
 mod polish;
 mod prompts;

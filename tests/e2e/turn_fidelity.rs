@@ -32,7 +32,7 @@ fn listed_and_read(l: &Live, app: &str, id: &str) -> (serde_json::Value, Vec<(u6
 /// `capture sessions` says what `capture turns` reads: as many prompts, the latest the last of them
 /// (cut as the turn index keeps it, 120 bytes); then a sweep starts one run for the session, over
 /// everything up to its last line, and a second sweep starts none.
-fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
+pub(crate) fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
     let (row, read) = listed_and_read(l, app, id);
     assert_eq!(read, prompts, "{row}");
     assert_eq!(row["userTurns"], prompts.len(), "{row}");
@@ -67,7 +67,7 @@ fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
     );
 }
 
-fn fixture_dir(rel: &str) -> PathBuf {
+pub(crate) fn fixture_dir(rel: &str) -> PathBuf {
     Path::new(FIXTURES).join("real/stores").join(rel)
 }
 

@@ -150,6 +150,9 @@ fn explain_where(e: &Explained<'_>, out: &mut Out) {
     let m = &e.m;
     out.line(&format!("transcript: {}", e.path.display()));
     out.line(&format!("rule set:   {} from {}", m.rule.id, m.rule.origin));
+    if let Some(e) = &m.rule.extends {
+        out.line(&format!("            {e}"));
+    }
     out.line(&format!(
         "store:      {} root {} [{}], relative path {}",
         m.store,

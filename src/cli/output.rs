@@ -199,6 +199,7 @@ fn rules_list_json(
                 "id": s.id,
                 "name": s.name,
                 "source": s.origin.to_string(),
+                "extends": s.extends.as_ref().map(|e| serde_json::json!({"base": e.base, "baseSource": e.base_origin, "own": e.own})),
                 "enabled": enabled.contains(&s.id),
                 "fields": s.fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
                 "stores": stores,
@@ -233,6 +234,9 @@ fn rules_list_human(
             " [off]"
         };
         out.line(&format!("{} ({}) from {}{state}", s.id, s.name, s.origin));
+        if let Some(e) = &s.extends {
+            out.line(&format!("  {e}"));
+        }
         if let Some(h) = hint(&s.id) {
             out.line(&format!(
                 "  its store exists here, but {} is not enabled: {h}",

@@ -164,6 +164,7 @@ pub fn rule_set(
         name: raw.name.clone().unwrap_or_else(|| raw.id.clone()),
         id: raw.id,
         origin,
+        extends: None,
         enabled_by_default: raw.enabled_by_default.unwrap_or(true),
         stores,
         head,

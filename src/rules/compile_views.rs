@@ -439,7 +439,7 @@ fn session_source(
             return None;
         }
     }
-    if p.field.is_none() && p.path.is_none() && p.sidecar.is_none() {
+    if p.field.is_none() && p.path.is_none() && p.sidecar.is_none() && p.lookup.is_none() {
         cx.err(
             at,
             "the source reads nothing: give `field`, `sidecar` or `path`",
@@ -496,15 +496,16 @@ fn value_from(cx: &mut Ctx<'_>, at: &str, p: &RawProject) -> Option<ValueFrom> {
             re,
             "e.g. '^([0-9a-f]{32})/' (a directory named by a hash of the project path)",
         )?),
-        (None, Some(l), Some(side)) => {
-            if !(from_dir(cx, "lookup.stores", &l.stores) & from_dir(cx, "sidecar", side)) {
+        (None, Some(l), side) => {
+            let side_ok = side.as_ref().is_none_or(|t| from_dir(cx, "sidecar", t));
+            if !(from_dir(cx, "lookup.stores", &l.stores) & side_ok) {
                 return None;
             }
             if let Err(e) = check_sql(&l.ids, 0) {
                 cx.err(
                     format!("{at}.lookup.ids"),
                     format!("the query {e}"),
-                    "a query is one read-only SELECT listing session ids in its first column",
+                    "a query is one read-only SELECT listing session ids in its first column (and, without a `sidecar`, the value in its second)",
                 );
                 return None;
             }

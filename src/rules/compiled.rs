@@ -17,6 +17,28 @@ pub enum Origin {
     File(PathBuf),
 }
 
+/// What an `extends:` took from its base.
+#[derive(Debug, Clone)]
+pub struct Extended {
+    pub base: String,
+    pub base_origin: String,
+    /// Top-level keys the extending file gives itself, in its order.
+    pub own: Vec<String>,
+}
+
+impl fmt::Display for Extended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "extends {} from {}; its own file gives {}, the rest is {}'s",
+            self.base,
+            self.base_origin,
+            self.own.join(", "),
+            self.base
+        )
+    }
+}
+
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -31,6 +53,9 @@ pub struct RuleSet {
     pub id: String,
     pub name: String,
     pub origin: Origin,
+    /// The rule set this one `extends`, and the top-level keys its own file gives (the rest are the
+    /// base's), for `rules explain` and `rules list`.
+    pub extends: Option<Extended>,
     /// Covered by a sweep given no app list (`--apps`, `[automation.capture] apps`); false for a
     /// shipped set that is off until enabled.
     pub enabled_by_default: bool,

@@ -7,6 +7,7 @@ mod compile_views;
 pub mod compiled;
 pub mod conversation;
 pub mod doc;
+mod extend;
 mod fastpath;
 pub mod needs;
 pub mod prefilter;
@@ -20,6 +21,7 @@ pub mod views;
 
 pub use compiled::*;
 
+use extend::Bases;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -42,6 +44,12 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ),
     ("rules/kilo.yaml", include_str!("../../rules/kilo.yaml")),
     ("rules/cline.yaml", include_str!("../../rules/cline.yaml")),
+    // Roo Code extends Cline, and Kilo Code extends Roo Code: each after its base.
+    ("rules/roo.yaml", include_str!("../../rules/roo.yaml")),
+    (
+        "rules/kilocode.yaml",
+        include_str!("../../rules/kilocode.yaml"),
+    ),
     (
         "rules/continue.yaml",
         include_str!("../../rules/continue.yaml"),
@@ -132,11 +140,16 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
     let mut policy = None;
 
     let mut sources: Vec<String> = BUILTIN_RULES.iter().map(|(_, s)| s.to_string()).collect();
+    let mut bases = Bases::new();
     for (name, src) in BUILTIN_RULES {
-        if let Some(set) = load_rule_set(src, Origin::Builtin(name), &mut diags) {
-            sets.push(set);
+        let origin = Origin::Builtin(name);
+        if let Some(doc) = parse_yaml(src, &origin, &mut diags) {
+            if let Some(set) = load_doc(doc, origin, &mut bases, &mut diags) {
+                sets.push(set);
+            }
         }
     }
+    let mut pending: Vec<(serde_json::Value, Origin)> = Vec::new();
     policy = policy.or_else(|| {
         load_policy(
             BUILTIN_POLICY.1,
@@ -163,11 +176,16 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
                 if let Some(p) = load_policy(&src, origin, &mut diags) {
                     policy = Some(p);
                 }
-            } else if let Some(set) = load_rule_set(&src, origin, &mut diags) {
-                match sets.iter_mut().find(|s| s.id == set.id) {
-                    Some(existing) => *existing = set,
-                    None => sets.push(set),
-                }
+            } else if let Some(doc) = parse_yaml(&src, &origin, &mut diags) {
+                pending.push((doc, origin));
+            }
+        }
+    }
+    for (doc, origin) in extend::in_order(pending, &mut diags) {
+        if let Some(set) = load_doc(doc, origin, &mut bases, &mut diags) {
+            match sets.iter_mut().find(|s| s.id == set.id) {
+                Some(existing) => *existing = set,
+                None => sets.push(set),
             }
         }
     }
@@ -182,9 +200,12 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
     })
 }
 
-/// Validates the given files on their own (no built-ins), collecting every problem.
+/// Validates the given files on their own, collecting every problem: one that `extends` a set builds
+/// on the built-in sets and the other files given.
 pub fn validate_files(files: &[PathBuf]) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
+    let mut bases = builtin_bases();
+    let mut pending = Vec::new();
     for file in files {
         let Some(src) = read_rule_file(file, &mut diags) else {
             continue;
@@ -192,11 +213,27 @@ pub fn validate_files(files: &[PathBuf]) -> Vec<Diagnostic> {
         let origin = Origin::File(file.clone());
         if is_policy_file(file) {
             load_policy(&src, origin, &mut diags);
-        } else {
-            load_rule_set(&src, origin, &mut diags);
+        } else if let Some(doc) = parse_yaml(&src, &origin, &mut diags) {
+            pending.push((doc, origin));
         }
     }
+    for (doc, origin) in extend::in_order(pending, &mut diags) {
+        load_doc(doc, origin, &mut bases, &mut diags);
+    }
     diags
+}
+
+/// The built-in rule sets' documents, merged, by id: what a file's `extends` may name.
+fn builtin_bases() -> Bases {
+    let mut bases = Bases::new();
+    let mut ignored = Vec::new();
+    for (name, src) in BUILTIN_RULES {
+        let origin = Origin::Builtin(name);
+        if let Some(doc) = parse_yaml(src, &origin, &mut ignored) {
+            load_doc(doc, origin, &mut bases, &mut ignored);
+        }
+    }
+    bases
 }
 
 /// Validates one rule set (or, with `policy`, one policy) given as YAML text: every diagnostic. The
@@ -302,19 +339,38 @@ fn parse_checked<T: serde::de::DeserializeOwned>(
     validator: &jsonschema::Validator,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<T> {
-    let file = origin.to_string();
-    let value: serde_json::Value = match serde_yaml::from_str(src) {
-        Ok(v) => v,
+    let value = parse_yaml(src, origin, diags)?;
+    checked(value, origin, validator, diags)
+}
+
+/// A rule file's YAML as a JSON value, or None with a diagnostic.
+fn parse_yaml(
+    src: &str,
+    origin: &Origin,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<serde_json::Value> {
+    match serde_yaml::from_str(src) {
+        Ok(v) => Some(v),
         Err(e) => {
             diags.push(Diagnostic {
-                file,
+                file: origin.to_string(),
                 field: String::new(),
                 message: format!("not valid YAML: {e}"),
                 help: Some("check indentation and quoting at the position shown".into()),
             });
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// A document checked against the schema, then typed. `None` (with diagnostics) on any problem.
+fn checked<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+    origin: &Origin,
+    validator: &jsonschema::Validator,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<T> {
+    let file = origin.to_string();
     let before = diags.len();
     for err in validator.iter_errors(&value) {
         let mut message = err.to_string();
@@ -384,8 +440,27 @@ pub(crate) fn load_rule_set(
     origin: Origin,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<RuleSet> {
-    let raw: raw::RawRuleSet = parse_checked(src, &origin, rules_validator(), diags)?;
-    compile::rule_set(raw, origin, diags)
+    let doc = parse_yaml(src, &origin, diags)?;
+    load_doc(doc, origin, &mut builtin_bases(), diags)
+}
+
+/// One rule set's document: laid over its base when it `extends` one (recorded in `bases` as merged,
+/// for the sets that extend it), checked against the schema, compiled.
+fn load_doc(
+    doc: serde_json::Value,
+    origin: Origin,
+    bases: &mut Bases,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<RuleSet> {
+    let (doc, extended) = extend::resolve(doc, &origin, bases, diags)?;
+    let id = doc.get("id").and_then(|v| v.as_str()).map(str::to_string);
+    let raw: raw::RawRuleSet = checked(doc.clone(), &origin, rules_validator(), diags)?;
+    let mut set = compile::rule_set(raw, origin.clone(), diags)?;
+    set.extends = extended;
+    if let Some(id) = id {
+        bases.insert(id, (doc, origin.to_string()));
+    }
+    Some(set)
 }
 
 fn load_policy(src: &str, origin: Origin, diags: &mut Vec<Diagnostic>) -> Option<Policy> {
@@ -415,7 +490,8 @@ mod tests {
             cat.ids(),
             vec![
                 "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "continue", "crush", "aider", "cursor", "goose", "kimi", "vibe", "zed"
+                "cline", "roo", "kilocode", "continue", "crush", "aider", "cursor", "goose",
+                "kimi", "vibe", "zed"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
@@ -556,7 +632,9 @@ stores:
     sqlite:
       sessions: "SELECT id, ws FROM meta"
       messages: "SELECT j.key AS n, b.data FROM root, json_each(protobuf_bytes_hex(root.data, 1)) AS j JOIN blobs AS b ON b.id = j.value WHERE root.agent = ?1"
-    session: { id: ["$.id"] }
+    session:
+      id: ["$.id"]
+      parent: [ { lookup: { stores: "{dir}/../ws/*/state.db", ids: "SELECT id, parent FROM listed" } } ]
     project:
       - { sidecar: "{dir}/../ws/{ws}/workspace.json", field: "$.folder", uri: true }
       - lookup: { stores: "{dir}/../ws/*/state.db", ids: "SELECT id FROM listed" }
@@ -644,8 +722,13 @@ stores:
             ),
             (
                 "        sidecar: \"{dir}/workspace.json\"\n",
-                "",
-                "`lookup` store's `sidecar`",
+                "        sidecar: \"workspace.json\"\n",
+                "stores[4].project[1].sidecar: the path starts at the store file's directory",
+            ),
+            (
+                "ids: \"SELECT id, parent FROM listed\" }",
+                "ids: \"SELECT id, parent FROM listed; DROP TABLE listed\" }",
+                "stores[4].session.parent[0].lookup.ids: the query",
             ),
         ] {
             let bad = VIEW_SINK.replace(from, to);
@@ -661,6 +744,87 @@ stores:
         let mixed = VIEW_SINK.replace("    format: json\n", "");
         let mut diags = Vec::new();
         assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
+    }
+
+    /// A set that extends a built-in one: its own keys laid over the base's.
+    const EXTENDS_SINK: &str = r#"
+id: roo-test
+extends: cline
+name: Roo test
+turns:
+  ignore: [ { exists: "$.partial" } ]
+subagent: null
+"#;
+
+    #[test]
+    fn a_set_extends_another_with_its_own_keys_laid_over_and_says_so() {
+        let mut diags = Vec::new();
+        let set = load_rule_set(EXTENDS_SINK, Origin::Builtin("roo-test"), &mut diags)
+            .unwrap_or_else(|| panic!("{diags:?}"));
+        let cline = load(&[]).unwrap();
+        let cline = cline.get("cline").unwrap();
+        assert_eq!(
+            (set.id.as_str(), set.name.as_str()),
+            ("roo-test", "Roo test")
+        );
+        // Cline's stores and prompts, its own ignore rule beside Cline's user rules.
+        assert_eq!(set.stores.len(), cline.stores.len());
+        let turns = set.turns.as_ref().unwrap();
+        assert_eq!(turns.user.len(), cline.turns.as_ref().unwrap().user.len());
+        assert_eq!(turns.ignore.len(), 1);
+        assert!(!set.enabled_by_default, "inherited");
+        let e = set.extends.as_ref().unwrap();
+        assert_eq!(e.own, ["id", "name", "subagent", "turns"]);
+        assert_eq!(
+            e.to_string(),
+            "extends cline from rules/cline.yaml (built in); its own file gives id, name, subagent, turns, the rest is cline's"
+        );
+        // An unknown base is named, with the sets there are; a merged set is checked as any.
+        for (from, to, want) in [
+            (
+                "extends: cline",
+                "extends: clyne",
+                "extends: extends `clyne`, which no rule set loaded before it has",
+            ),
+            (
+                "name: Roo test",
+                "name: Roo test
+stores: []",
+                "stores: [] has less than 1 item",
+            ),
+        ] {
+            let mut diags = Vec::new();
+            let bad = EXTENDS_SINK.replace(from, to);
+            assert!(load_rule_set(&bad, Origin::Builtin("x"), &mut diags).is_none());
+            let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+            assert!(text.join("\n").contains(want), "{text:?}");
+        }
+    }
+
+    /// A rule file in a rules directory extends a built-in set, or the set of its own id in place.
+    #[test]
+    fn rule_files_extend_built_in_sets_and_each_other() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("a-kilo.yaml"),
+            "id: kilo-test\nextends: roo-test\nname: Kilo test\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("b-roo.yaml"), EXTENDS_SINK).unwrap();
+        std::fs::write(
+            d.path().join("claude.yaml"),
+            "id: claude\nextends: claude\nenabled_by_default: false\n",
+        )
+        .unwrap();
+        let cat = load(&[d.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e:?}"));
+        let kilo = cat.get("kilo-test").unwrap();
+        assert_eq!(kilo.extends.as_ref().unwrap().base, "roo-test");
+        assert_eq!(kilo.turns.as_ref().unwrap().ignore.len(), 1, "roo's rule");
+        let claude = cat.get("claude").unwrap();
+        assert!(!claude.enabled_by_default);
+        assert!(claude.turns.is_some(), "the built-in set, changed in place");
+        let diags = validate_files(&[d.path().join("a-kilo.yaml"), d.path().join("b-roo.yaml")]);
+        assert!(diags.is_empty(), "{diags:?}");
     }
 
     /// The kitchen sink with `from` made `to` is refused, a diagnostic saying `want`.
@@ -708,7 +872,7 @@ stores:
         let policy = load_policy(POLICY_SINK, Origin::Builtin("policy"), &mut diags);
         assert!(diags.is_empty() && policy.is_some(), "{diags:?}");
         // Every property the schemas define appears in the kitchen sinks above.
-        let rules_sinks = format!("{KITCHEN_SINK}{VIEW_SINK}");
+        let rules_sinks = format!("{KITCHEN_SINK}{VIEW_SINK}{EXTENDS_SINK}");
         for (schema, sink) in [
             (RULES_SCHEMA, rules_sinks.as_str()),
             (POLICY_SCHEMA, POLICY_SINK),

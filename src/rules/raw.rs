@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct RawRuleSet {
     pub id: String,
+    /// Resolved before the set is checked (`rules::extend`): the merged document no longer holds it.
+    pub extends: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
     /// Whether a sweep covers the app when no app list is given (default true).

@@ -151,8 +151,8 @@ pub enum ValueFrom {
     /// Group 1 of a regex over the store file's path under its root (`path`).
     Path(Regex),
     /// The file beside the one of the `lookup` stores that lists the session (`sidecar`, its `{dir}`
-    /// that store's directory).
-    Lookup(Lookup, String),
+    /// that store's directory); without a sidecar, the second column of the row that lists it.
+    Lookup(Lookup, Option<String>),
 }
 
 /// How a project value names the directory.
@@ -199,10 +199,14 @@ impl ProjectSource {
                         format!("{} in the first message that has it", p.text)
                     }
                     (ValueFrom::Path(re), _) => format!("/{re}/ over the store's path"),
-                    (ValueFrom::Lookup(l, f), p) => format!(
+                    (ValueFrom::Lookup(l, Some(f)), p) => format!(
                         "{} the file {f} beside the one of {} that lists the session",
                         p.as_ref()
                             .map_or("the text of".to_string(), |p| format!("{} in", p.text)),
+                        l.stores
+                    ),
+                    (ValueFrom::Lookup(l, None), _) => format!(
+                        "the second column of the row of {} that lists the session",
                         l.stores
                     ),
                 };

@@ -326,3 +326,128 @@ fn walk_named(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_roo_task_holds_its_prompts_and_not_the_wrappers_a_tool_printed() {
+    // Roo Code 3.2x, September 2025 (jsboige/jsboige-mcp-servers): the task, then two sends after
+    // interrupted requests ("New instructions for task continuation:" + <user_message>); message 18 is
+    // a command's output that printed other tasks' histories, <task> and <user_message> JSON-escaped
+    // inside it: no prompt of this task.
+    let l = live_world(3);
+    let tasks =
+        l.w.home()
+            .join(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks");
+    copy_tree(
+        &fixture_dir("roo-3.2x/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks"),
+        &tasks,
+    );
+    let file = tasks.join("e73ea764-4971-4adb-9197-52c2f8ede8ef/api_conversation_history.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "d:/dev/2025-Epita-Intelligence-Symbolique",
+            l.repo.to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    let (_, read) =
+        crate::turn_fidelity::listed_and_read(&l, "roo", "e73ea764-4971-4adb-9197-52c2f8ede8ef");
+    let heads: Vec<(u64, String)> = read
+        .iter()
+        .map(|(line, p)| (*line, p.chars().take(40).collect()))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            (2, "**COLLECTE DES DONNÉES DE TEST HIÉRARCHI".to_string()),
+            (6, "Ah non tu te moques de moi, je viens d'o".to_string()),
+            (8, "Non tu veux juste les uuid des répertoir".to_string()),
+        ]
+    );
+    agree_and_capture(&l, "roo", "e73ea764-4971-4adb-9197-52c2f8ede8ef", &read);
+}
+
+/// The synthetic VS Code globalStorage holding Roo Code (3.49+, history_item.json) and Kilo Code (5.x,
+/// parents and workspaces only in state.vscdb) tasks (tests/fixtures/README.md), placed in `repo`.
+fn vscode_global_storage(l: &Live) -> std::path::PathBuf {
+    let g = l.w.home().join(".config/Code/User/globalStorage");
+    copy_tree(
+        &Path::new(FIXTURES).join("synthetic/stores/vscode-roo-kilo/globalStorage"),
+        &g,
+    );
+    let repo = l.repo.to_str().unwrap();
+    for f in walk_named(&g, "history_item.json")
+        .into_iter()
+        .chain(walk_named(&g, "api_conversation_history.json"))
+    {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let text = text
+            .replace("/home/dev/webshop", repo)
+            .replace("/home/dev/kilo-demo", repo);
+        std::fs::write(&f, text).unwrap();
+    }
+    let conn = sqlite(&g.join("state.vscdb"));
+    conn.execute(
+        "UPDATE ItemTable SET value = replace(replace(CAST(value AS TEXT), '/home/dev/webshop', ?1), '/home/dev/kilo-demo', ?1)",
+        [repo],
+    )
+    .unwrap();
+    g
+}
+
+#[test]
+fn roo_and_kilo_code_subtasks_are_known_by_their_history_items() {
+    let l = live_world(3);
+    let g = vscode_global_storage(&l);
+    // Roo Code: the subtask's history_item.json names its parent; the parent's, its workspace. The
+    // user's answer to a tool's question is that tool's result, opening with <user_message>.
+    let answer = "Looks good, but also persist the choice in localStorage.";
+    agree_and_capture(
+        &l,
+        "roo",
+        "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
+        &[
+            (2, "Add a dark mode toggle to the settings page.".into()),
+            (4, answer.into()),
+        ],
+    );
+    subagent_not_captured(&l, "roo", "2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1");
+    // Kilo Code 5.x: only VS Code's state.vscdb says which task is whose, and where each ran. With no
+    // environment details naming it, the project comes from there too.
+    let kilo_parent = "3a2b1c0d-6e5f-4a7b-8c9d-0e1f2a3b4c5d";
+    let file = g.join(format!(
+        "kilocode.kilo-code/tasks/{kilo_parent}/api_conversation_history.json"
+    ));
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("# Current Workspace Directory", "# Workspace"),
+    )
+    .unwrap();
+    agree_and_capture(
+        &l,
+        "kilocode",
+        kilo_parent,
+        &[
+            (
+                2,
+                "Refactor the CSV importer into smaller functions.".into(),
+            ),
+            (4, answer.into()),
+        ],
+    );
+    subagent_not_captured(&l, "kilocode", "4b3c2d1e-7f6a-4b8c-9d0e-1f2a3b4c5d6e");
+    // `rules explain` says where the set's rules come from.
+    let explain =
+        l.w.almanac()
+            .args(["rules", "explain", "--app", "kilocode"])
+            .arg(&file)
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        text.contains("extends roo from rules/roo.yaml (built in); its own file gives"),
+        "{text}"
+    );
+}

@@ -16,7 +16,11 @@ use std::path::{Path, PathBuf};
 
 /// The session `id` of `app`, as `capture sessions` lists it, and the prompt lines and texts
 /// `capture turns` reads in its transcript (a view's lines: its header is line 1, message i is i + 2).
-fn listed_and_read(l: &Live, app: &str, id: &str) -> (serde_json::Value, Vec<(u64, String)>) {
+pub(crate) fn listed_and_read(
+    l: &Live,
+    app: &str,
+    id: &str,
+) -> (serde_json::Value, Vec<(u64, String)>) {
     let rows = sessions(l, app);
     let row = by_id(&rows, id).clone();
     let path = row["transcriptPath"].as_str().unwrap().to_string();

@@ -179,7 +179,7 @@ fn stamp_of(
                 ..
             } => {
                 for db in project::expand(&l.stores, store) {
-                    if !project::per_session(side) {
+                    if let Some(side) = side.as_deref().filter(|s| !project::per_session(s)) {
                         files.push(project::sidecar_path(side, &db, ""));
                     }
                     files.push(db);
@@ -280,6 +280,14 @@ pub fn views_of(
         &index.lookups,
         &mut lookups_next,
     );
+    let (parent_lookups, parent_retry) = project::lookups(
+        &spec.parent,
+        store,
+        &scratch,
+        &index.lookups,
+        &mut lookups_next,
+    );
+    let retry = retry || parent_retry;
     let made = Made {
         app,
         spec,
@@ -288,6 +296,7 @@ pub fn views_of(
         known,
         vouched: &vouched,
         lookups: &lookups,
+        parent_lookups: &parent_lookups,
         by_path,
     };
     let mut written = Written {

@@ -21,7 +21,7 @@ pub struct Input<'a> {
     /// `[stores.slug_repos]`: slugs the user vouches for, each with its repo.
     pub vouched: &'a [(String, PathBuf)],
     /// For each source (by index) that is a `lookup`: the session ids each lookup store lists.
-    pub lookups: &'a [Option<HashMap<String, PathBuf>>],
+    pub lookups: &'a [Option<Listed>],
 }
 
 /// The project directory and which source gave it; or None with what the sources found (a hash no
@@ -141,9 +141,10 @@ fn value(
             .and_then(|c| Some(c.get(1)?.as_str().to_string())),
         ValueFrom::Lookup(l, t) => {
             let found = i.lookups.get(j).and_then(|m| m.as_ref()?.get(i.id));
-            match found {
-                Some(db) => in_file(sidecar_path(t, db, i.id))?,
-                None => {
+            match (found, t) {
+                (Some((db, _)), Some(t)) => in_file(sidecar_path(t, db, i.id))?,
+                (Some((_, value)), None) => value.clone(),
+                (None, _) => {
                     return Err(format!(
                         "none of {} lists the session",
                         sidecar_path(&l.stores, i.store, "").display()
@@ -217,8 +218,12 @@ pub fn expand(template: &str, store: &Path) -> Vec<PathBuf> {
 /// The most lookup stores one template names (a Cursor user has one per workspace opened).
 const LOOKUP_CAP: usize = 10_000;
 
-/// What a lookup store listed when it had this stamp, by `<path>#<query hash>`.
-pub type LookupCache = BTreeMap<String, (String, Vec<String>)>;
+/// What a lookup store listed when it had this stamp, by `<path>#<query hash>`: each session id, with
+/// the value of the query's second column where it has one.
+pub type LookupCache = BTreeMap<String, (String, Vec<(String, Option<String>)>)>;
+
+/// The sessions the stores of one `lookup` list: the store that lists each, and the value it gives.
+pub type Listed = HashMap<String, (PathBuf, Option<String>)>;
 
 /// For each `lookup` source of `sources`, the store (of those its template names) that lists each
 /// session id. A store whose stamp is the one `old` has is not read again; `new` gets what was used. One
@@ -230,7 +235,7 @@ pub fn lookups(
     scratch: &Path,
     old: &LookupCache,
     new: &mut LookupCache,
-) -> (Vec<Option<HashMap<String, PathBuf>>>, bool) {
+) -> (Vec<Option<Listed>>, bool) {
     let mut retry = false;
     let mut out = Vec::with_capacity(sources.len());
     for s in sources {
@@ -258,8 +263,9 @@ pub fn lookups(
                     }
                 },
             };
-            for id in &ids {
-                map.entry(id.clone()).or_insert_with(|| db.clone());
+            for (id, value) in &ids {
+                map.entry(id.clone())
+                    .or_insert_with(|| (db.clone(), value.clone()));
             }
             new.insert(key, (stamp, ids));
         }

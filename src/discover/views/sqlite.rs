@@ -182,15 +182,29 @@ pub fn with_copy<T>(
     out
 }
 
-/// The first column of each row `sql` lists, as text (a `project` lookup's session ids).
-pub fn list_ids(scratch: &Path, path: &Path, sql: &str) -> Result<Vec<String>, ReadError> {
+/// The first column of each row `sql` lists, as text (a lookup's session ids), with its second column
+/// where the query has one (the value a lookup without a sidecar gives).
+pub fn list_ids(
+    scratch: &Path,
+    path: &Path,
+    sql: &str,
+) -> Result<Vec<(String, Option<String>)>, ReadError> {
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
     with_copy(scratch, path, |conn| {
+        // A row is a map by column name: the columns' order is the statement's.
+        let names: Vec<String> = conn
+            .prepare(sql)
+            .map(|s| s.column_names().iter().map(|n| n.to_string()).collect())
+            .unwrap_or_default();
         let mut out = Vec::new();
         each_row(conn, sql, None, &[], &mut |row, _| {
-            match row.as_object().and_then(|r| r.values().next()) {
-                Some(Value::String(s)) if !s.is_empty() => out.push(s.clone()),
-                Some(Value::Number(n)) => out.push(n.to_string()),
-                _ => {}
+            let column = |k: usize| names.get(k).and_then(|n| row.get(n));
+            if let Some(id) = text(column(0)) {
+                out.push((id, text(column(1))));
             }
             Ok(out.len() <= super::read::MAX_MESSAGES)
         })

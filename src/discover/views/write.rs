@@ -15,7 +15,9 @@ pub(super) struct Made<'a> {
     pub(super) rel: &'a str,
     pub(super) known: &'a [PathBuf],
     pub(super) vouched: &'a [(String, PathBuf)],
-    pub(super) lookups: &'a [Option<std::collections::HashMap<String, PathBuf>>],
+    pub(super) lookups: &'a [Option<project::Listed>],
+    /// The same, for the `session.parent` sources.
+    pub(super) parent_lookups: &'a [Option<project::Listed>],
     /// The `subagent.paths` glob the store file matches: its sessions are subagents'.
     pub(super) by_path: Option<&'a str>,
 }
@@ -41,7 +43,13 @@ impl Made<'_> {
             vouched: self.vouched,
             lookups: self.lookups,
         };
-        let parent = project::first_value(&self.spec.parent, &input);
+        let parent = project::first_value(
+            &self.spec.parent,
+            &project::Input {
+                lookups: self.parent_lookups,
+                ..input
+            },
+        );
         let (project, from, unplaced) = match project::derive(&self.spec.project, &input) {
             Ok((dir, from)) => (Some(dir), Some(from), None),
             Err(why) => (None, None, Some(why)),

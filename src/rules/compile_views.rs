@@ -82,6 +82,11 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     stray(cx, "document", s.document.is_some() && format != "json");
     stray(cx, "markdown", s.markdown.is_some() && format != "markdown");
     stray(cx, "text", s.text.is_some() && format != "text");
+    stray(
+        cx,
+        "directory",
+        s.directory.is_some() && format != "json-dir",
+    );
     if format == "jsonl" {
         let view_keys = !s.project.is_empty()
             || !s.session.id.is_empty()
@@ -155,7 +160,12 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
         })
         .collect();
     let updated = opt(cx, "updated", &s.session.updated);
-    let message_id = opt(cx, "message_id", &s.session.message_id);
+    let mut message_id = opt(cx, "message_id", &s.session.message_id);
+    if matches!(view_format, ViewFormat::JsonDir { .. }) && s.session.message_id.is_none() {
+        // A json-dir message is known by its file's name.
+        message_id =
+            super::JsonPath::parse(&format!("$.{}", crate::discover::views::read::DIR_FILE)).ok();
+    }
     let drop_message_ids = s
         .session
         .drop_message_ids
@@ -270,11 +280,47 @@ fn view_format(cx: &mut Ctx<'_>, i: usize, s: &RawStore, format: &str) -> Option
             }
             ViewFormat::Text { block }
         }
+        "json-dir" => {
+            let Some(d) = &s.directory else {
+                cx.err(
+                    at("directory"),
+                    "a `json-dir` store needs `directory.messages`",
+                    "e.g. directory: {messages: \"{dir}/events/*.json\"}",
+                );
+                return None;
+            };
+            let t = &d.messages;
+            let last = t.rsplit(['/', '\\']).next().unwrap_or("");
+            let dirs = &t[..t.len() - last.len()];
+            if !t.starts_with("{dir}")
+                || dirs.contains('*')
+                || dirs.contains("{id}")
+                || last.is_empty()
+            {
+                cx.err(
+                    at("directory.messages"),
+                    format!("`{t}` is not a directory beside the store file and a glob of file names"),
+                    "a template starting {dir} whose last component alone may hold `*`, e.g. \"{dir}/events/event-*.json\"",
+                );
+                return None;
+            }
+            if globset::Glob::new(last).is_err() {
+                cx.err(
+                    at("directory.messages"),
+                    format!("`{last}` is not a glob"),
+                    "e.g. event-*.json",
+                );
+                return None;
+            }
+            ViewFormat::JsonDir {
+                messages: t.clone(),
+            }
+        }
         other => {
             cx.err(
                 at("format"),
                 format!("unknown store format `{other}`"),
-                "one of jsonl, jsonl-replay, json, sqlite, markdown, text",
+                "one of jsonl, jsonl-replay, json, json-dir, sqlite, markdown, text",
             );
             return None;
         }
@@ -283,6 +329,7 @@ fn view_format(cx: &mut Ctx<'_>, i: usize, s: &RawStore, format: &str) -> Option
 
 fn owner(key: &str) -> &'static str {
     match key {
+        "directory" => "json-dir",
         "sqlite" => "sqlite",
         "markdown" => "markdown",
         "text" => "text",

@@ -61,6 +61,10 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
     ("rules/kimi.yaml", include_str!("../../rules/kimi.yaml")),
     ("rules/vibe.yaml", include_str!("../../rules/vibe.yaml")),
     ("rules/zed.yaml", include_str!("../../rules/zed.yaml")),
+    (
+        "rules/openhands.yaml",
+        include_str!("../../rules/openhands.yaml"),
+    ),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -625,6 +629,13 @@ stores:
     text: { block: '^(user|assistant):\s*$' }
     session: { id_from_path: '^[^/]+/t/([^/]+)\.txt$', message_id: "$.id" }
     project: [ { path: '^([^/]+)/t/', slug: '[^A-Za-z0-9]+' } ]
+  - name: events
+    format: json-dir
+    roots: [ { default: ["~/.app/conversations"] } ]
+    include: ["*/base_state.json"]
+    directory: { messages: "{dir}/events/event-*.json" }
+    session: { id: ["$.id"] }
+    project: [ { field: "$.workspace.working_dir" } ]
   - name: kv
     format: sqlite
     roots: [ { default: ["~/.app/chats"] } ]
@@ -706,6 +717,16 @@ stores:
                 "stores[3].text.block: the regex needs a group",
             ),
             (
+                "directory: { messages: \"{dir}/events/event-*.json\" }",
+                "directory: { messages: \"{dir}/*/event-*.json\" }",
+                "stores[4].directory.messages: `{dir}/*/event-*.json` is not a directory beside the store file",
+            ),
+            (
+                "    directory: { messages:",
+                "    text: { block: '^(a)$' }\n    directory: { messages:",
+                "stores[4].text: `text` is for a `text` store, not `json-dir`",
+            ),
+            (
                 "slug: '[^A-Za-z0-9]+'",
                 "slug: '[^A-Za-z0-9]+', hash: md5",
                 "give one",
@@ -718,17 +739,17 @@ stores:
             (
                 "ids: \"SELECT id FROM listed\" }",
                 "ids: \"DELETE FROM listed\" }",
-                "stores[4].project[1].lookup.ids: the query would write",
+                "stores[5].project[1].lookup.ids: the query would write",
             ),
             (
                 "        sidecar: \"{dir}/workspace.json\"\n",
                 "        sidecar: \"workspace.json\"\n",
-                "stores[4].project[1].sidecar: the path starts at the store file's directory",
+                "stores[5].project[1].sidecar: the path starts at the store file's directory",
             ),
             (
                 "ids: \"SELECT id, parent FROM listed\" }",
                 "ids: \"SELECT id, parent FROM listed; DROP TABLE listed\" }",
-                "stores[4].session.parent[0].lookup.ids: the query",
+                "stores[5].session.parent[0].lookup.ids: the query",
             ),
         ] {
             let bad = VIEW_SINK.replace(from, to);

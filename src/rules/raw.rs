@@ -145,6 +145,7 @@ pub struct RawStore {
     pub document: Option<RawDocument>,
     pub markdown: Option<RawMarkdown>,
     pub text: Option<RawText>,
+    pub directory: Option<RawDirectory>,
     #[serde(default)]
     pub session: RawViewSession,
     #[serde(default)]
@@ -173,6 +174,12 @@ pub struct RawMarkdown {
     pub prompt: String,
     pub status: Option<String>,
     pub input: Option<RawMarkdownInput>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDirectory {
+    pub messages: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -50,6 +50,10 @@ pub enum ViewFormat {
     /// A plain-text transcript of one session: a line `block` matches starts a message (group 1 its
     /// role); the lines after it, up to the next, are its text (`discover::views::text`).
     Text { block: Regex },
+    /// One session a directory of files: the store file (a JSON document) is the session, and the
+    /// files `messages` names (a template from the store file's directory, its last component a glob)
+    /// are its messages, one JSON document each, in name order. A message is known by its file's name.
+    JsonDir { messages: String },
 }
 
 /// A Markdown chat log: a line `session` matches starts a session (group 1 its start, a time that sorts
@@ -80,6 +84,7 @@ impl ViewFormat {
             ViewFormat::Sqlite { .. } => "sqlite",
             ViewFormat::Markdown(_) => "markdown",
             ViewFormat::Text { .. } => "text",
+            ViewFormat::JsonDir { .. } => "json-dir",
         }
     }
 }

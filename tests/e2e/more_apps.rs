@@ -50,8 +50,26 @@ fn captures_only_what_was_added(
     assert!(started(&s).iter().all(|r| r["sessionId"] != id), "{s}");
 }
 
-/// The sweep starts no run for the subagent `id`, and `capture sessions` does not list it as a root.
+/// The sweep starts no run for the subagent `id`, and `capture sessions` does not list it as a root;
+/// its view says it is a subagent's.
 fn subagent_not_captured(l: &Live, app: &str, id: &str) {
+    let views = l.w.almanac_home().join("state/views").join(app);
+    let view = walk_named(&views, &format!("{id}.jsonl"));
+    assert_eq!(
+        view.len(),
+        1,
+        "the subagent's view under {}",
+        views.display()
+    );
+    let header: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&view[0])
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["almanac_view"]["subagent"], true, "{header}");
     assert!(
         sessions(l, app).iter().all(|r| r["sessionId"] != id),
         "a subagent is no root session"
@@ -450,4 +468,60 @@ fn roo_and_kilo_code_subtasks_are_known_by_their_history_items() {
         text.contains("extends roo from rules/roo.yaml (built in); its own file gives"),
         "{text}"
     );
+}
+
+#[test]
+fn openhands_conversations_are_read_from_their_event_files() {
+    // OpenHands CLI 1.16.0, run here against the mock model: a conversation of two prompts (the second
+    // a resume), and one that delegated to a sub-conversation (subagents/<id>/, its user message the
+    // parent agent's, with a `sender`).
+    let l = live_world(3);
+    let root = l.w.home().join(".openhands/conversations");
+    copy_tree(
+        &fixture_dir("openhands-1.16.0/.openhands/conversations"),
+        &root,
+    );
+    for f in walk_named(&root, "base_state.json") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let text = text.replace(
+            "/work/stage/51-goose-openhands/run-oh/proj",
+            l.repo.to_str().unwrap(),
+        );
+        std::fs::write(&f, text).unwrap();
+    }
+    let id = "85a88c55-70dc-480a-adb1-0c296bf6514e";
+    let first = "List the files in this project and tell me what app.py does";
+    agree_and_capture(
+        &l,
+        "openhands",
+        id,
+        &[
+            (3, first.into()),
+            (7, "Now also check README.md please".into()),
+        ],
+    );
+    subagent_not_captured(&l, "openhands", "41a7ea65-844b-4d58-bb24-54a3fcb02264");
+    // The next turn: two more event files.
+    let events = root.join("85a88c5570dc480aadb10c296bf6514e/events");
+    let added = "And what does the README say about tests?";
+    captures_only_what_was_added(&l, ("openhands", id), (first, added), || {
+        let event = |n: u32, source: &str, role: &str, text: &str| {
+            let e = serde_json::json!({
+                "id": format!("00000000-0000-4000-8000-00000000000{n}"),
+                "timestamp": "2026-12-05T04:30:00.000000", "source": source, "kind": "MessageEvent",
+                "llm_message": {"role": role, "content": [{"cache_prompt": false, "type": "text", "text": text}], "thinking_blocks": []},
+                "activated_skills": [], "extended_content": [], "sender": null,
+            });
+            std::fs::write(
+                events.join(format!(
+                    "event-0000{n}-00000000-0000-4000-8000-00000000000{n}.json"
+                )),
+                e.to_string(),
+            )
+            .unwrap();
+        };
+        event(9, "user", "user", added);
+        // A file of another pattern in the directory is not an event.
+        std::fs::write(events.join("notes.txt"), "not an event").unwrap();
+    });
 }

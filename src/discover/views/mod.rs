@@ -167,6 +167,10 @@ fn stamp_of(
             files.push(project::sidecar_path(&i.file, store, ""));
         }
     }
+    let dir = match &spec.format {
+        crate::rules::views::ViewFormat::JsonDir { messages } => read::dir_stamp(messages, store),
+        _ => String::new(),
+    };
     files.extend(spec.not_beside.iter().map(|n| store.with_file_name(n)));
     for p in spec.project.iter().chain(&spec.id).chain(&spec.parent) {
         match p {
@@ -191,7 +195,7 @@ fn stamp_of(
     let others: Vec<String> = files.iter().map(|f| file_stamp(f)).collect();
     let others = crate::rules::views::HashAlgo::Sha256.hex(&others.join("\n"));
     Ok(format!(
-        "v{VIEW_VERSION} {main} rule={} known={known} others={}",
+        "v{VIEW_VERSION} {main} rule={} known={known} others={} dir={dir}",
         &rule[..16],
         &others[..16]
     ))

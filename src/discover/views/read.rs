@@ -287,6 +287,23 @@ pub fn read_store(
             );
             Ok(())
         }
+        ViewFormat::JsonDir { messages } => {
+            let bytes = read_session_file(path)?;
+            let session = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v @ Value::Object(_)) => v,
+                Ok(_) => Value::Object(Map::new()),
+                Err(e) => {
+                    return Err(ReadError::Busy(format!(
+                        "{} is not a JSON document (yet): {e}",
+                        path.display()
+                    )))
+                }
+            };
+            drop(bytes);
+            let messages = dir_messages(messages, path)?;
+            one(spec, (path, rel), (session, messages), sink);
+            Ok(())
+        }
         ViewFormat::Sqlite {
             sessions,
             messages,
@@ -322,6 +339,113 @@ fn one(
         messages,
         updated,
     });
+}
+
+/// The member a `json-dir` store's messages carry their file's name in: their id.
+pub const DIR_FILE: &str = "almanac_file";
+
+/// The directory a `json-dir` template names beside the store file, and the glob its files match.
+fn dir_and_glob(
+    template: &str,
+    store: &Path,
+) -> Option<(std::path::PathBuf, globset::GlobMatcher)> {
+    let last = template.rsplit(['/', '\\']).next()?;
+    let dir = super::project::sidecar_path(&template[..template.len() - last.len()], store, "");
+    let glob = globset::Glob::new(last).ok()?.compile_matcher();
+    Some((dir, glob))
+}
+
+/// The names of the files of a `json-dir` session, in order: regular files (no links) the glob
+/// matches, at most one more than a session's bound.
+fn dir_files(template: &str, store: &Path) -> std::io::Result<(std::path::PathBuf, Vec<String>)> {
+    let Some((dir, glob)) = dir_and_glob(template, store) else {
+        return Ok((store.to_path_buf(), Vec::new()));
+    };
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a symbolic link; almanac does not follow it",
+            dir.display()
+        )));
+    }
+    let mut names = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((dir, names)),
+        Err(e) => return Err(e),
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if glob.is_match(&name) && e.file_type().is_ok_and(|t| t.is_file()) {
+            names.push(name);
+            if names.len() > MAX_MESSAGES {
+                break;
+            }
+        }
+    }
+    names.sort();
+    Ok((dir, names))
+}
+
+/// The stamp of a `json-dir` session's files: each one's name, size and mtime (a new event file, or
+/// one rewritten, makes the views again though the session file did not change).
+pub fn dir_stamp(template: &str, store: &Path) -> String {
+    let Ok((dir, names)) = dir_files(template, store) else {
+        return "unreadable".into();
+    };
+    let mut text = String::new();
+    for n in names {
+        let m = std::fs::symlink_metadata(dir.join(&n)).ok();
+        let mtime = m
+            .as_ref()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        text.push_str(&format!("{n}:{}:{mtime}\n", m.map_or(0, |m| m.len())));
+    }
+    crate::rules::views::HashAlgo::Sha256.hex(&text)
+}
+
+/// A `json-dir` session's messages: each file one JSON document, in name order, its name in
+/// [`DIR_FILE`]; counted against one session's bounds as they are read. A file that is not JSON is
+/// one being written: the store is read again on the next sweep.
+fn dir_messages(template: &str, store: &Path) -> Result<Messages, ReadError> {
+    let (dir, names) = dir_files(template, store)
+        .map_err(|e| ReadError::Bad(format!("{}: {e}", store.display())))?;
+    if names.len() > MAX_MESSAGES {
+        return Ok(Messages::Refused(too_many(MAX_MESSAGES)));
+    }
+    let mut bounds = Bounds::default();
+    let mut list = Vec::with_capacity(names.len());
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = match crate::util::untrusted::read_capped(&path, max_session_bytes()) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ReadError::Bad(format!("{}: {e}", path.display()))),
+        };
+        if let Err(why) = bounds
+            .add(bytes.len() as u64)
+            .and_then(|()| bounds.parsed(parsed_cost(&bytes)))
+        {
+            return Ok(Messages::Refused(why));
+        }
+        let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ReadError::Busy(format!(
+                "{} is not a JSON document (yet): {e}",
+                path.display()
+            ))
+        })?;
+        match &mut v {
+            Value::Object(m) => {
+                m.insert(DIR_FILE.into(), Value::String(name));
+            }
+            other => {
+                *other = serde_json::json!({ DIR_FILE: name, "value": other.take() });
+            }
+        }
+        list.push(v);
+    }
+    Ok(Messages::Read(list))
 }
 
 /// A file that holds one session as it is (a JSON document, a text transcript): at most the bound of

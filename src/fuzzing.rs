@@ -16,7 +16,7 @@ pub fn head(data: &[u8]) {
         let _ = crate::discover::head::scan_head(
             rule,
             "rollout-2026-01-01T00-00-00-x.jsonl",
-            Some("p/x.jsonl"),
+            Some((std::path::Path::new("/nonexistent/p/x.jsonl"), "p/x.jsonl")),
             data,
         );
         if let Some(t) = &rule.turns {

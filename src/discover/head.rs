@@ -11,6 +11,42 @@ use crate::rules::{RecordTest, RuleSet, SourceKind};
 use crate::util::lines::LineReader;
 use serde::Serialize;
 use std::io::{self, Read};
+use std::path::Path;
+
+/// The value of a source read from the transcript's name, its path under its store root or a file
+/// beside it; None for a record source, or one that gives nothing.
+fn file_value(kind: &SourceKind, file_name: &str, at: Option<(&Path, &str)>) -> Option<String> {
+    match kind {
+        SourceKind::Record { .. } => None,
+        SourceKind::Filename(re) => crate::rules::capture(re, file_name),
+        SourceKind::Path(re) => {
+            let rel = at?.1;
+            Some(re.captures(rel)?.get(1)?.as_str().to_string()).filter(|v| !v.is_empty())
+        }
+        SourceKind::Sidecar {
+            template,
+            path,
+            regex,
+        } => {
+            let file = crate::discover::views::sidecar_path(template, at?.0, "");
+            let bytes = crate::util::untrusted::read_optional(&file, SIDECAR_CAP).ok()??;
+            let text = match path {
+                Some(p) => {
+                    let doc: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+                    crate::discover::views::read::text_at(p, &doc)?
+                }
+                None => String::from_utf8_lossy(&bytes).trim().to_string(),
+            };
+            match regex {
+                Some(re) => crate::rules::capture(re, &text),
+                None => Some(text).filter(|t| !t.is_empty()),
+            }
+        }
+    }
+}
+
+/// The most of a sidecar file read.
+const SIDECAR_CAP: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,14 +130,16 @@ impl TestState {
     }
 }
 
-/// `rel_path` is the path relative to the store root (`/`-separated), used by subagent path globs; None
-/// for a view, whose header says whether its store file's path matched them.
+/// `at`: the transcript's path and its path relative to the store root (`/`-separated), read by
+/// subagent path globs and `path` and `sidecar` sources; None for a view, whose header says what its
+/// store file's path gave.
 pub fn scan_head<R: Read>(
     rule: &RuleSet,
     file_name: &str,
-    rel_path: Option<&str>,
+    at: Option<(&Path, &str)>,
     reader: R,
 ) -> io::Result<HeadScan> {
+    let rel_path = at.map(|(_, rel)| rel);
     let mut fields: Vec<FieldResult> = rule
         .fields
         .iter()
@@ -113,14 +151,13 @@ pub fn scan_head<R: Read>(
                 line: None,
                 first_seen: vec![None; f.sources.len()],
             };
-            // File-name sources need no reading; they count only if no earlier source yields a value.
+            // File-name, path and sidecar sources need no record; they count only if no earlier
+            // source yields a value.
             for (i, s) in f.sources.iter().enumerate() {
-                if let SourceKind::Filename(re) = &s.kind {
-                    if let Some(v) = crate::rules::capture(re, file_name) {
-                        r.value = Some(v);
-                        r.source = Some(i);
-                        break;
-                    }
+                if let Some(v) = file_value(&s.kind, file_name, at) {
+                    r.value = Some(v);
+                    r.source = Some(i);
+                    break;
                 }
             }
             r
@@ -133,7 +170,7 @@ pub fn scan_head<R: Read>(
         .map(|f| {
             f.sources
                 .iter()
-                .map(|s| matches!(s.kind, SourceKind::Filename(_)))
+                .map(|s| !matches!(s.kind, SourceKind::Record { .. }))
                 .collect()
         })
         .collect();
@@ -207,9 +244,17 @@ pub fn scan_head<R: Read>(
         subagent.apply(&rule.subagent_records, &record, line_no);
         excluded.apply(&rule.exclude_when, &record, line_no);
     }
+    // A session with a parent is a subagent's, wherever the parent came from.
+    let subagent_verdict = subagent.verdict.or_else(|| {
+        let f = fields.iter().find(|f| f.name == "parent_session")?;
+        Some(Verdict {
+            reason: format!("parent_session = {}", f.value.as_deref()?),
+            line: f.line,
+        })
+    });
     Ok(HeadScan {
         fields,
-        subagent: subagent.verdict,
+        subagent: subagent_verdict,
         excluded: excluded.verdict,
         records,
         skipped_lines,

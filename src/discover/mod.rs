@@ -599,7 +599,8 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
         true => None,
         false => Some(file.rel()),
     };
-    head::scan_head(rule, &name, rel.as_deref(), f)
+    let at = rel.as_deref().map(|r| (file.path.as_path(), r));
+    head::scan_head(rule, &name, at, f)
 }
 
 #[cfg(test)]

@@ -239,6 +239,9 @@ fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
         .when
         .as_ref()
         .and_then(|w| predicate(cx, &format!("{field}.when"), w));
+    if let Some(k) = file_source(cx, field, s) {
+        return k;
+    }
     let (kind, what) = match (&s.value, &s.filename) {
         (Some(v), None) => {
             let path = cx.path(&format!("{field}.value"), v);
@@ -294,6 +297,82 @@ fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
         kind,
         describe,
     })
+}
+
+/// A source read from the transcript's path or a file beside it (`path`, `sidecar`), not its records:
+/// None when the source is neither; Some(None) after a diagnostic.
+fn file_source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Option<Source>> {
+    if s.path.is_none() && s.sidecar.is_none() {
+        return None;
+    }
+    if s.when.is_some()
+        || s.first_only
+        || s.filename.is_some()
+        || (s.path.is_some() && (s.sidecar.is_some() || s.value.is_some() || s.regex.is_some()))
+    {
+        cx.err(
+            field,
+            "a `path` source is the regex alone, and a `sidecar` source takes only `value` and `regex`: no `when`, `first_only` or `filename`",
+            "e.g. {path: '^[0-9a-f]{32}/([^/]+)/'} or {sidecar: \"{dir}/meta.json\", value: \"$.session_id\"}",
+        );
+        return Some(None);
+    }
+    let (kind, describe) = if let Some(re) = &s.path {
+        let Some(r) = cx.regex(&format!("{field}.path"), re) else {
+            return Some(None);
+        };
+        if r.captures_len() < 2 {
+            cx.err(
+                format!("{field}.path"),
+                "the regex needs a group (group 1 is the value)",
+                "e.g. '^[0-9a-f]{32}/([^/]+)/wire\\.jsonl$'",
+            );
+            return Some(None);
+        }
+        (SourceKind::Path(r), format!("path ~ /{re}/"))
+    } else {
+        let template = s.sidecar.clone().unwrap_or_default();
+        if !template.starts_with("{dir}") {
+            cx.err(
+                format!("{field}.sidecar"),
+                "the path starts at the transcript's directory, `{dir}`",
+                "e.g. \"{dir}/meta.json\"",
+            );
+            return Some(None);
+        }
+        let path = match &s.value {
+            Some(v) => match cx.path(&format!("{field}.value"), v) {
+                Some(p) => Some(p),
+                None => return Some(None),
+            },
+            None => None,
+        };
+        let regex = match &s.regex {
+            Some(r) => match cx.regex(&format!("{field}.regex"), r) {
+                Some(r) => Some(r),
+                None => return Some(None),
+            },
+            None => None,
+        };
+        let describe = match &s.value {
+            Some(v) => format!("{v} in the file {template}"),
+            None => format!("the text of the file {template}"),
+        };
+        (
+            SourceKind::Sidecar {
+                template,
+                path,
+                regex,
+            },
+            describe,
+        )
+    };
+    Some(Some(Source {
+        when: None,
+        first_only: false,
+        kind,
+        describe,
+    }))
 }
 
 fn record_tests(cx: &mut Ctx<'_>, field: &str, tests: &[RawRecordTest]) -> Vec<RecordTest> {

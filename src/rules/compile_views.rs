@@ -40,6 +40,8 @@ pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {
         value: Some(format!("$.{VIEW_HEADER}.{key}")),
         regex: None,
         filename: None,
+        path: None,
+        sidecar: None,
     };
     for (field, key) in [
         ("session_id", "session_id"),

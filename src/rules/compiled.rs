@@ -410,6 +410,15 @@ pub enum SourceKind {
         regex: Option<Regex>,
     },
     Filename(Regex),
+    /// Group 1 of a regex over the transcript's path under its store root (a directory's name).
+    Path(Regex),
+    /// A file beside the transcript (`template` from its `{dir}`, `{stem}`): its text, or the value
+    /// `path` selects in its JSON; `regex` applied to it.
+    Sidecar {
+        template: String,
+        path: Option<JsonPath>,
+        regex: Option<Regex>,
+    },
 }
 
 #[derive(Debug)]

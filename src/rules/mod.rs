@@ -493,9 +493,27 @@ mod tests {
         assert_eq!(
             cat.ids(),
             vec![
-                "claude", "codex", "copilot", "qwen", "pi", "droid", "gemini", "opencode", "kilo",
-                "cline", "roo", "kilocode", "continue", "crush", "aider", "cursor", "goose",
-                "kimi", "vibe", "zed"
+                "claude",
+                "codex",
+                "copilot",
+                "qwen",
+                "pi",
+                "droid",
+                "gemini",
+                "opencode",
+                "kilo",
+                "cline",
+                "roo",
+                "kilocode",
+                "continue",
+                "crush",
+                "aider",
+                "cursor",
+                "goose",
+                "kimi",
+                "vibe",
+                "zed",
+                "openhands"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.
@@ -531,6 +549,8 @@ fields:
       value: "$.id"
       regex: "(.+)"
     - filename: '^(.+)\.jsonl$'
+    - path: '^([^/]+)/'
+    - { sidecar: "{dir}/meta.json", value: "$.session_id", regex: "(.+)" }
   cwd:
     - when: { any: [ { equals: { path: "$.t", value: x } }, { in: { path: "$.t", values: [y, z] } } ] }
       value: "$.cwd"
@@ -865,6 +885,71 @@ stores: []",
             "command: \"<cmd>(/[a-z]+</cmd>\"",
             "turns.queue.command: invalid regex",
         );
+    }
+
+    #[test]
+    fn path_and_sidecar_sources_are_checked() {
+        sink_refused(
+            "    - path: '^([^/]+)/'\n",
+            "    - { path: '^[^/]+/', when: { exists: \"$.a\" } }\n",
+            "fields.session_id[2]: a `path` source is the regex alone",
+        );
+        sink_refused(
+            "    - path: '^([^/]+)/'\n",
+            "    - path: '^[^/]+/'\n",
+            "fields.session_id[2].path: the regex needs a group",
+        );
+        sink_refused(
+            "{ sidecar: \"{dir}/meta.json\",",
+            "{ sidecar: \"meta.json\",",
+            "fields.session_id[3].sidecar: the path starts at the transcript's directory",
+        );
+    }
+
+    /// A JSONL transcript whose session id is its directory's name and whose cwd and parent are in a
+    /// sidecar: each read without a record, and a parent makes it a subagent's.
+    #[test]
+    fn a_jsonl_head_reads_paths_and_sidecars() {
+        let yaml = r#"
+id: t
+stores:
+  - { name: s, roots: [ { default: ["~/.t"] } ], include: ["*/*/log.jsonl"] }
+fields:
+  session_id: [ { path: '^[^/]+/([^/]+)/log\.jsonl$' } ]
+  cwd: [ { value: "$.cwd" }, { sidecar: "{dir}/meta.json", value: "$.dir" } ]
+  parent_session: [ { sidecar: "{dir}/meta.json", value: "$.parent" } ]
+"#;
+        let mut diags = Vec::new();
+        let set = load_rule_set(yaml, Origin::Builtin("t"), &mut diags)
+            .unwrap_or_else(|| panic!("{diags:?}"));
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("h/s-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("log.jsonl");
+        let scan = |text: &str| {
+            crate::discover::head::scan_head(
+                &set,
+                "log.jsonl",
+                Some((file.as_path(), "h/s-1/log.jsonl")),
+                text.as_bytes(),
+            )
+            .unwrap()
+        };
+        let h = scan("{\"x\": 1}\n");
+        assert_eq!(h.get("session_id"), Some("s-1"));
+        assert_eq!(h.get("cwd"), None);
+        assert!(h.subagent.is_none());
+        std::fs::write(
+            dir.join("meta.json"),
+            r#"{"dir": "/home/u/app", "parent": "s-0"}"#,
+        )
+        .unwrap();
+        let h = scan("{\"x\": 1}\n");
+        assert_eq!(h.get("cwd"), Some("/home/u/app"));
+        assert_eq!(h.subagent.unwrap().reason, "parent_session = s-0");
+        // A record's value comes first in the cwd's sources.
+        let h = scan("{\"cwd\": \"/home/u/other\"}\n");
+        assert_eq!(h.get("cwd"), Some("/home/u/other"));
     }
 
     #[test]

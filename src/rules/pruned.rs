@@ -146,7 +146,12 @@ mod tests {
                 let scan = |c: &crate::rules::Catalog| {
                     let file = std::fs::File::open(&f).unwrap();
                     let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                    let h = crate::discover::head::scan_head(&c.sets[i], &name, Some(&name), file);
+                    let h = crate::discover::head::scan_head(
+                        &c.sets[i],
+                        &name,
+                        Some((std::path::Path::new(&name), &name)),
+                        file,
+                    );
                     serde_json::to_value(h.unwrap()).unwrap()
                 };
                 assert_eq!(

@@ -299,6 +299,10 @@ pub struct RawSource {
     pub value: Option<String>,
     pub regex: Option<String>,
     pub filename: Option<String>,
+    /// A regex over the transcript's path under its store root: group 1 is the value.
+    pub path: Option<String>,
+    /// A file beside the transcript (a template starting `{dir}`): its text, or `value` in its JSON.
+    pub sidecar: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,6 +12,7 @@ mod copy;
 pub mod ids;
 mod markdown;
 mod project;
+pub use project::sidecar_path;
 pub mod read;
 mod schema;
 mod slug;

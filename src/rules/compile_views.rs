@@ -165,8 +165,7 @@ pub(super) fn store_kind(cx: &mut Ctx<'_>, i: usize, s: &RawStore) -> Option<Sto
     let mut message_id = opt(cx, "message_id", &s.session.message_id);
     if matches!(view_format, ViewFormat::JsonDir { .. }) && s.session.message_id.is_none() {
         // A json-dir message is known by its file's name.
-        message_id =
-            super::JsonPath::parse(&format!("$.{}", crate::discover::views::read::DIR_FILE)).ok();
+        message_id = super::JsonPath::parse(&format!("$.{}", DIR_FILE)).ok();
     }
     let drop_message_ids = s
         .session

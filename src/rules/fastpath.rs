@@ -289,7 +289,16 @@ mod tests {
         }
         let paths: Vec<JsonPath> = texts.iter().map(|t| JsonPath::parse(t).unwrap()).collect();
         let fast: Vec<Option<FastPath>> = paths.iter().map(|p| FastPath::of(p.query())).collect();
-        assert!(fast.iter().filter(|f| f.is_some()).count() >= texts.len() - 2);
+        // A filter comparing with a number is the general evaluator's (1 == 1.0 there): Auggie's
+        // `[?@.type == 4]` nodes. Any other path of the rule files has a fast path.
+        let number = regex::Regex::new(r"== -?[0-9]").unwrap();
+        let slow: Vec<&String> = texts
+            .iter()
+            .zip(&fast)
+            .filter(|(t, f)| f.is_none() && !number.is_match(t))
+            .map(|(t, _)| t)
+            .collect();
+        assert!(slow.len() <= 2, "{slow:?}");
         let mut records: Vec<Value> = [
             r#"{"a":[{"t":"x","v":1},{"t":"y","v":2},{"u":null},"s",[1],{"t":"xyz"},{"t":{"u":"x"}}]}"#,
             r#"{"a":{"k":{"t":"x"},"j":{"t":true}},"b":1}"#,

@@ -65,6 +65,8 @@ pub const BUILTIN_RULES: &[(&str, &str)] = &[
         "rules/openhands.yaml",
         include_str!("../../rules/openhands.yaml"),
     ),
+    ("rules/amp.yaml", include_str!("../../rules/amp.yaml")),
+    ("rules/auggie.yaml", include_str!("../../rules/auggie.yaml")),
 ];
 pub const BUILTIN_POLICY: (&str, &str) =
     ("rules/policy.yaml", include_str!("../../rules/policy.yaml"));
@@ -513,7 +515,9 @@ mod tests {
                 "kimi",
                 "vibe",
                 "zed",
-                "openhands"
+                "openhands",
+                "amp",
+                "auggie"
             ]
         );
         // The design's first build covers Claude Code and Codex; the others ship off until enabled.

@@ -8,6 +8,8 @@ use super::compiled::JsonPath;
 pub const VIEW_HEADER: &str = "almanac_view";
 /// The key of a message's id in a view's message records (always its first member).
 pub const VIEW_ID: &str = "almanac_id";
+/// The member a `json-dir` store's messages carry their file's name in: their id.
+pub const DIR_FILE: &str = "almanac_file";
 use regex::Regex;
 
 /// How a store's files are read.

@@ -437,9 +437,9 @@ impl<'a, S: Sink> Reader<'a, S> {
                     self.turns.merge_repeated_prompts,
                 );
             }
-        } else {
-            self.answer(line, &record, &ts, all);
         }
+        // A record may hold a prompt and its answer both (an Auggie exchange): the answer after it.
+        self.answer(line, &record, &ts, all);
         self.tools(line, &record, &ts);
         if S::RENDERS {
             for r in self.turns.results.iter().filter(|r| r.applies(&record)) {

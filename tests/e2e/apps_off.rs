@@ -255,3 +255,53 @@ fn store_roots_follow_each_apps_own_home_variable() {
         [home(".copilot/session-state")]
     );
 }
+
+#[test]
+fn doctor_points_out_each_app_added_from_rule_files_whose_store_exists() {
+    // Each app's store directory (or database) where its default root puts it; each is shipped off.
+    let w = World::new();
+    let dirs = [
+        ("amp", ".local/share/amp/threads"),
+        ("auggie", ".augment/sessions"),
+        (
+            "roo",
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks",
+        ),
+        (
+            "kilocode",
+            ".config/Code/User/globalStorage/kilocode.kilo-code/tasks",
+        ),
+        ("goose", ".local/share/goose/sessions"),
+        ("kimi", ".kimi/sessions"),
+        ("vibe", ".vibe/logs/session"),
+        ("zed", ".local/share/zed/threads"),
+        ("openhands", ".openhands/conversations"),
+    ];
+    for (_, d) in dirs {
+        std::fs::create_dir_all(w.home().join(d)).unwrap();
+    }
+    let v = doctor(&w);
+    let list = rules_list(&w);
+    for (app, d) in dirs {
+        let c = check(&v, &format!("{app} stores")).unwrap_or_else(|| panic!("{app}: {v}"));
+        assert_eq!(c["status"], "warn", "{c}");
+        let detail = c["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&w.home().join(d).display().to_string()),
+            "{c}"
+        );
+        assert!(
+            c["fix"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("almanac capture sweep --apps {app}")),
+            "{c}"
+        );
+        assert_eq!(rule_set(&list, app)["enabled"], false, "{app}");
+    }
+    // Kilo Code's set extends Roo Code's, itself Cline's: `rules list` says so.
+    let kilo = rule_set(&list, "kilocode");
+    assert_eq!(kilo["extends"]["base"], "roo", "{kilo}");
+    assert_eq!(rule_set(&list, "roo")["extends"]["base"], "cline");
+    assert!(rule_set(&list, "cline")["extends"].is_null());
+}

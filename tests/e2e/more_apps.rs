@@ -525,3 +525,133 @@ fn openhands_conversations_are_read_from_their_event_files() {
         std::fs::write(events.join("notes.txt"), "not an event").unwrap();
     });
 }
+
+/// The store of one JSON document under `rel` in the home, with `ran_in` made the test's repo.
+fn document_store(l: &Live, fixture: &str, rel: &str, ran_in: &str) -> std::path::PathBuf {
+    let dir = l.w.home().join(rel);
+    copy_tree(&fixture_dir(&format!("{fixture}/{rel}")), &dir);
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        std::fs::write(e.path(), text.replace(ran_in, l.repo.to_str().unwrap())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn an_amp_thread_is_read_whole_and_its_epoch_times_place_capture_since() {
+    // Amp 0.0.1767830505, run here against the mock model: two prompts, the second's Read call answered
+    // by a user message of tool_result blocks (no prompt). Times are epoch milliseconds.
+    let l = live_world(3);
+    let dir = document_store(
+        &l,
+        "amp-0.0.1767830505",
+        ".local/share/amp/threads",
+        "/work/stage/51-amp-auggie/proj",
+    );
+    let id = "T-01a24467-51b1-7721-bb7d-69a983e4d310";
+    // With capture beginning between the two prompts (sentAt 1796443951557 and 1796443958535 ms), a
+    // first sweep starts at the second.
+    let since = "2026-12-05T04:12:35Z";
+    let cfg = l.w.almanac_home().join("config.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text = text.replacen(
+        "[capture]",
+        &format!("[automation]\ncapture_since = \"{since}\"\n\n[capture]"),
+        1,
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let d = l.w.dry_run(&["--apps", "amp", "--quiet", "0m"]);
+    let started: Vec<_> = started(&d)
+        .into_iter()
+        .filter(|r| r["sessionId"] == id)
+        .collect();
+    assert_eq!(started.len(), 1, "{d}");
+    assert_eq!(
+        started[0]["fromLine"], 4,
+        "the second prompt's message (line 4 of the view): {d}"
+    );
+    // Without it, the whole thread.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace(&format!("capture_since = \"{since}\""), ""),
+    )
+    .unwrap();
+    let first = "say hello please";
+    agree_and_capture(
+        &l,
+        "amp",
+        id,
+        &[
+            (2, first.into()),
+            (4, "VIEW README and tell me what it says".into()),
+        ],
+    );
+    // Amp writes the thread again, one exchange longer.
+    let file = dir.join(format!("{id}.json"));
+    let added = "Now summarise it in five words.";
+    captures_only_what_was_added(&l, ("amp", id), (first, added), || {
+        let mut thread: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let messages = thread["messages"].as_array_mut().unwrap();
+        messages.push(serde_json::json!({"role": "user", "messageId": 6, "content": [{"type": "text", "text": added}], "meta": {"sentAt": 1796444000000u64}}));
+        messages.push(serde_json::json!({"role": "assistant", "messageId": 7, "content": [{"type": "text", "text": "The README just says hi."}]}));
+        thread["v"] = serde_json::json!(30);
+        std::fs::write(&file, serde_json::to_string_pretty(&thread).unwrap()).unwrap();
+    });
+}
+
+#[test]
+fn an_auggie_session_holds_prompts_and_answers_in_one_exchange_and_its_workspace_in_the_messages() {
+    // Auggie 0.36.0, run here against a mock of Augment's API: three exchanges, the third a tool's
+    // result (empty request_message); the workspace is in each exchange's ide_state node.
+    let l = live_world(3);
+    let dir = document_store(
+        &l,
+        "auggie-0.36.0",
+        ".augment/sessions",
+        "/work/stage/51-amp-auggie/proj",
+    );
+    // A backup beside it is not a session.
+    let id = "bc56f93f-e272-4456-afc2-74c174f56b7b";
+    std::fs::copy(
+        dir.join(format!("{id}.json")),
+        dir.join(format!("{id}-backup1.json")),
+    )
+    .unwrap();
+    let first = "say hello please";
+    agree_and_capture(
+        &l,
+        "auggie",
+        id,
+        &[
+            (2, first.into()),
+            (3, "VIEW README and tell me what it says".into()),
+        ],
+    );
+    // The answer is in the same exchange as its prompt.
+    let (row, _) = crate::turn_fidelity::listed_and_read(&l, "auggie", id);
+    let turns = json_ok(
+        l.w.almanac()
+            .args(["capture", "turns", "--json", "--app", "auggie"])
+            .arg(row["transcriptPath"].as_str().unwrap()),
+    );
+    assert_eq!(
+        turns["records"][0]["assistant"], "Hello from mock.",
+        "{turns}"
+    );
+    let file = dir.join(format!("{id}.json"));
+    let added = "Thanks. What else is in the folder?";
+    captures_only_what_was_added(&l, ("auggie", id), (first, added), || {
+        let mut session: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let history = session["chatHistory"].as_array_mut().unwrap();
+        let mut next = history[0].clone();
+        next["exchange"]["request_message"] = serde_json::json!(added);
+        next["exchange"]["response_text"] = serde_json::json!("Only the README.");
+        next["exchange"]["request_id"] = serde_json::json!("0f0e0d0c-0000-4000-8000-000000000004");
+        next["sequenceId"] = serde_json::json!(4);
+        history.push(next);
+        std::fs::write(&file, serde_json::to_string_pretty(&session).unwrap()).unwrap();
+    });
+}

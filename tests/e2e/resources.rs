@@ -227,15 +227,26 @@ fn one_turn_of_a_hundred_thousand_assistant_blocks_is_read_in_bounded_memory() {
         .join(format!(".claude/projects/-work-app/{sid}.jsonl"));
     write_aged(&t, text.as_bytes(), HOURS_2);
 
-    let mut cmd = std::process::Command::new(bin());
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", w.home())
-        .env("ALMANAC_HOME", w.almanac_home())
-        .current_dir(w.root())
-        .args(["capture", "turns", "--json"])
-        .arg(&t);
-    let (out, code, peak_kib) = output_and_peak_rss(cmd);
+    let turns_of = |t: &std::path::Path| {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", w.home())
+            .env("ALMANAC_HOME", w.almanac_home())
+            .current_dir(w.root())
+            .args(["capture", "turns", "--json"])
+            .arg(t);
+        output_and_peak_rss(cmd)
+    };
+    // What the binary and its rules take, on a transcript of one prompt.
+    let small = w.home().join(".claude/projects/-work-app/small.jsonl");
+    write_aged(
+        &small,
+        format!("{{\"type\":\"user\",\"sessionId\":\"{sid}\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n").as_bytes(),
+        HOURS_2,
+    );
+    let (_, _, base_kib) = turns_of(&small);
+    let (out, code, peak_kib) = turns_of(&t);
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["userTurns"], 1, "{v}");
@@ -249,9 +260,13 @@ fn one_turn_of_a_hundred_thousand_assistant_blocks_is_read_in_bounded_memory() {
     let whole: Vec<String> = (0..25).map(block).collect();
     let expected = &whole.join("\n\n")[..4096];
     assert_eq!(r["assistant"].as_str().unwrap(), expected);
-    // 10 MB of distinct block text held until the turn ends would show (about 22 MiB is the binary and
-    // its rules); the reader keeps 4 KiB of it.
-    if let Some(kib) = peak_kib {
-        assert!(kib < 32 * 1024, "peak RSS {kib} KiB");
+    // 10 MB of distinct block text held until the turn ends would show over what the binary and its
+    // rules take (measured on the one-prompt transcript: it grows with the rule sets that ship); the
+    // reader keeps 4 KiB of it.
+    if let (Some(kib), Some(base)) = (peak_kib, base_kib) {
+        assert!(
+            kib < base + 8 * 1024,
+            "peak RSS {kib} KiB, {base} KiB on one prompt"
+        );
     }
 }

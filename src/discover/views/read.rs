@@ -341,8 +341,7 @@ fn one(
     });
 }
 
-/// The member a `json-dir` store's messages carry their file's name in: their id.
-pub const DIR_FILE: &str = "almanac_file";
+use crate::rules::views::DIR_FILE;
 
 /// The directory a `json-dir` template names beside the store file, and the glob its files match.
 fn dir_and_glob(

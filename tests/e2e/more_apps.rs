@@ -431,6 +431,24 @@ fn roo_and_kilo_code_subtasks_are_known_by_their_history_items() {
         ],
     );
     subagent_not_captured(&l, "roo", "2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1");
+    // Before 3.49 there is no history_item.json: VS Code's state.vscdb still names the parent.
+    let child = g.join("rooveterinaryinc.roo-cline/tasks/2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1");
+    std::fs::remove_file(child.join("history_item.json")).unwrap();
+    let file = child.join("api_conversation_history.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("Implement the toggle", "Implement the dark toggle"),
+    )
+    .unwrap();
+    let s = l.sweep_args(&["--apps", "roo"]);
+    assert!(
+        started(&s)
+            .iter()
+            .all(|r| r["sessionId"] != "2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1"),
+        "{s}"
+    );
+    subagent_not_captured(&l, "roo", "2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1");
     // Kilo Code 5.x: only VS Code's state.vscdb says which task is whose, and where each ran. With no
     // environment details naming it, the project comes from there too.
     let kilo_parent = "3a2b1c0d-6e5f-4a7b-8c9d-0e1f2a3b4c5d";
@@ -501,6 +519,13 @@ fn openhands_conversations_are_read_from_their_event_files() {
         ],
     );
     subagent_not_captured(&l, "openhands", "41a7ea65-844b-4d58-bb24-54a3fcb02264");
+    let views = l.w.almanac_home().join("state/views/openhands");
+    let child = walk_named(&views, "41a7ea65-844b-4d58-bb24-54a3fcb02264.jsonl");
+    let header = std::fs::read_to_string(&child[0]).unwrap();
+    assert!(
+        header.contains(r#""parent":"aaaf4000-30be-4d04-9934-1c2432d292e4""#),
+        "the parent's own id: {header}"
+    );
     // The next turn: two more event files.
     let events = root.join("85a88c5570dc480aadb10c296bf6514e/events");
     let added = "And what does the README say about tests?";

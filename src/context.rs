@@ -34,6 +34,7 @@ impl Context {
             None => home.join(".codealmanac"),
         };
         crate::ledger::seal::use_homes(&home, &almanac_home);
+        crate::rules::views::use_views_root(almanac_home.join("state/views"));
         Ok(Context {
             home,
             almanac_home,

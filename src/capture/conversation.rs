@@ -80,7 +80,7 @@ pub fn write(part: &Part<'_>, out: &mut dyn Write) -> io::Result<Written> {
             rule.id
         )));
     };
-    let views = rule.reads_views();
+    let views = rule.is_view(part.transcript);
     let cite = match views {
         true => Cite::Message,
         false => Cite::Line,

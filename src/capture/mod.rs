@@ -131,7 +131,7 @@ pub fn queue(
         spec.summary,
         spec.context,
         conversation.as_deref(),
-        spec.render_with.is_some_and(|r| r.reads_views()),
+        spec.render_with.is_some_and(|r| r.is_view(spec.transcript)),
     );
     record.prompt_sha256 = Some(prompt::digest(&text));
     crate::util::atomic::write_atomic(Path::new(&record.prompt_path), text.as_bytes())?;

@@ -108,6 +108,15 @@ impl TestState {
         self.verdict.is_some() || self.closed.iter().all(|c| *c)
     }
 
+    /// A test a view's header gives is not applied to a file that is not a view (`view` false).
+    fn new_for(tests: &[RecordTest], verdict: Option<Verdict>, view: bool) -> Self {
+        let mut s = TestState::new(tests, verdict);
+        for (i, t) in tests.iter().enumerate() {
+            s.closed[i] = t.header && !view;
+        }
+        s
+    }
+
     fn apply(&mut self, tests: &[RecordTest], record: &Pruned, line: u64) {
         if self.verdict.is_some() {
             return;
@@ -170,7 +179,9 @@ pub fn scan_head<R: Read>(
         .map(|f| {
             f.sources
                 .iter()
-                .map(|s| !matches!(s.kind, SourceKind::Record { .. }))
+                // A view header's source is read from views only: a JSONL transcript of a set with
+                // stores of both kinds may hold a record shaped like a header, and it is not one.
+                .map(|s| !matches!(s.kind, SourceKind::Record { .. }) || (s.header && at.is_some()))
                 .collect()
         })
         .collect();
@@ -181,8 +192,9 @@ pub fn scan_head<R: Read>(
             reason: format!("path matches {glob}"),
             line: None,
         });
-    let mut subagent = TestState::new(&rule.subagent_records, path_verdict);
-    let mut excluded = TestState::new(&rule.exclude_when, None);
+    let view = at.is_none();
+    let mut subagent = TestState::new_for(&rule.subagent_records, path_verdict, view);
+    let mut excluded = TestState::new_for(&rule.exclude_when, None, view);
 
     let field_settled = |fields: &[FieldResult], closed: &[Vec<bool>], i: usize| {
         let best = fields[i].source.unwrap_or(closed[i].len());

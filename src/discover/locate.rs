@@ -91,7 +91,7 @@ pub fn find_store<'a>(
             .next()
             .map(|c| c.as_os_str().to_string_lossy().into_owned());
         let rule = app.as_deref().and_then(|a| catalog.get(a));
-        if let Some(rule) = rule.filter(|r| forced.is_none_or(|f| f == r.id) && r.reads_views()) {
+        if let Some(rule) = rule.filter(|r| forced.is_none_or(|f| f == r.id) && r.has_views()) {
             return Ok(Match {
                 rule,
                 store: "view".into(),

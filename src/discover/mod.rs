@@ -595,7 +595,7 @@ pub fn read_head(rule: &RuleSet, file: &FoundFile) -> std::io::Result<HeadScan> 
         .unwrap_or_default();
     // A view's path is almanac's, not the app's: `subagent.paths` matched the store file's when the
     // view was made, and its header says so.
-    let rel = match rule.reads_views() {
+    let rel = match rule.is_view(&file.path) {
         true => None,
         false => Some(file.rel()),
     };

@@ -15,7 +15,7 @@ use std::path::Path;
 /// append-only JSONL): its message ids may be hashes of their content, which two sessions share by
 /// chance (the same first prompt), and its cursor is the messages' ids anyway.
 pub fn compares(rule: &RuleSet) -> bool {
-    rule.record_id.is_some() && !rule.reads_views()
+    rule.record_id.is_some() && !rule.has_views()
 }
 
 /// What of a record its id needs (the rest of the line is checked, not built).

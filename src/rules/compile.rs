@@ -292,6 +292,7 @@ fn source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Source> {
         describe.push_str(" (first such record only)");
     }
     Some(Source {
+        header: s.header,
         when,
         first_only: s.first_only,
         kind,
@@ -368,6 +369,7 @@ fn file_source(cx: &mut Ctx<'_>, field: &str, s: &RawSource) -> Option<Option<So
         )
     };
     Some(Some(Source {
+        header: false,
         when: None,
         first_only: false,
         kind,
@@ -398,6 +400,7 @@ fn record_tests(cx: &mut Ctx<'_>, field: &str, tests: &[RawRecordTest]) -> Vec<R
             describe.push_str(" (first such record only)");
         }
         out.push(RecordTest {
+            header: t.header,
             when,
             first_only: t.first_only,
             test,

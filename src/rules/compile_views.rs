@@ -27,12 +27,24 @@ pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {
         return;
     }
     if views < raw.stores.len() {
-        cx.err(
-            "stores",
-            "a rule set's stores are either all `jsonl` or all read into views (jsonl-replay, json, sqlite)",
-            "put the jsonl stores in a rule set of their own",
-        );
-        return;
+        // Stores of both kinds (Goose's JSONL files before its database): the JSONL transcripts are read
+        // by the set's own fields, the views by their headers (each only where it is: rules.is_view).
+        for need in ["session_id", "cwd"] {
+            if !raw.fields.contains_key(need) {
+                cx.err(
+                    format!("fields.{need}"),
+                    format!("a rule set with `jsonl` stores needs the field `{need}` (its views get theirs from their headers)"),
+                    "e.g. session_id: [{value: \"$.sessionId\"}]",
+                );
+            }
+        }
+        if raw.record_id.is_some() {
+            cx.err(
+                "record_id",
+                "a rule set with stores of both kinds names no `record_id`: a view's messages are known by theirs",
+                "leave `record_id` out, or put the jsonl stores in a rule set of their own",
+            );
+        }
     }
     let header = |key: &str| RawSource {
         when: Some(RawPredicate::Exists(format!("$.{VIEW_HEADER}"))),
@@ -42,6 +54,7 @@ pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {
         filename: None,
         path: None,
         sidecar: None,
+        header: true,
     };
     for (field, key) in [
         ("session_id", "session_id"),
@@ -62,6 +75,7 @@ pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {
                 path: format!("$.{VIEW_HEADER}.subagent"),
                 value: serde_json::Value::Bool(true),
             }),
+            header: true,
         },
     );
     raw.record_id.get_or_insert_with(|| format!("$.{VIEW_ID}"));

@@ -297,10 +297,25 @@ fn matches<'t>(re: &Regex, text: &'t str) -> Vec<&'t str> {
 }
 
 impl RuleSet {
-    /// Whether the set's stores are read into views (`discover::views`); a set's stores are all views or
-    /// all jsonl.
+    /// Whether every store of the set is read into views (`discover::views`).
     pub fn reads_views(&self) -> bool {
-        self.stores.first().is_some_and(|s| s.kind.view().is_some())
+        !self.stores.is_empty() && self.stores.iter().all(|s| s.kind.view().is_some())
+    }
+
+    /// Whether a store of the set is read into views.
+    pub fn has_views(&self) -> bool {
+        self.stores.iter().any(|s| s.kind.view().is_some())
+    }
+
+    /// Whether `path`, a transcript of this set, is one of its views. A set with stores of both kinds
+    /// (Goose's JSONL files and its database) tells them apart by where the file is, never by what it
+    /// holds: a JSONL transcript could carry a record shaped like a view's header.
+    pub fn is_view(&self, path: &std::path::Path) -> bool {
+        match (self.has_views(), self.reads_views()) {
+            (false, _) => false,
+            (true, true) => true,
+            (true, false) => super::views::under_views_root(path),
+        }
     }
 
     /// What the field sources, subagent and exclusion tests and `record_id` read of a record.
@@ -396,6 +411,8 @@ pub struct Field {
 
 #[derive(Debug)]
 pub struct Source {
+    /// One of the sources a view's header gives (read from views only).
+    pub header: bool,
     pub when: Option<Predicate>,
     pub first_only: bool,
     pub kind: SourceKind,
@@ -423,6 +440,8 @@ pub enum SourceKind {
 
 #[derive(Debug)]
 pub struct RecordTest {
+    /// The test a view's header gives (applied to views only).
+    pub header: bool,
     pub when: Option<Predicate>,
     pub first_only: bool,
     pub test: Predicate,

@@ -786,9 +786,36 @@ stores:
             let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
             assert!(text.join("\n").contains(want), "{from}: {text:?}");
         }
-        let mixed = VIEW_SINK.replace("    format: json\n", "");
+        // A jsonl store beside the views: the set needs the jsonl fields, and names no record_id.
+        let jsonl = "  - { name: logs, roots: [ { default: [\"~/.app/logs\"] } ], include: [\"*.jsonl\"] }\n";
+        let mixed = VIEW_SINK.replacen("stores:\n", &format!("stores:\n{jsonl}"), 1);
         let mut diags = Vec::new();
         assert!(load_rule_set(&mixed, Origin::Builtin("views"), &mut diags).is_none());
+        let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        assert!(
+            text.join("\n")
+                .contains("fields.session_id: a rule set with `jsonl` stores needs"),
+            "{text:?}"
+        );
+        let fields = "fields:\n  session_id: [ { filename: '^(.+)\\.jsonl$' } ]\n  cwd: [ { value: \"$.cwd\" } ]\n";
+        let mut diags = Vec::new();
+        let set = load_rule_set(
+            &format!("{mixed}{fields}"),
+            Origin::Builtin("views"),
+            &mut diags,
+        )
+        .unwrap_or_else(|| panic!("{diags:?}"));
+        assert!(set.has_views() && !set.reads_views());
+        // Its header sources are marked: a JSONL transcript never reads them.
+        let sid = set.fields.iter().find(|f| f.name == "session_id").unwrap();
+        assert!(sid.sources[0].header && !sid.sources[1].header);
+        let mut diags = Vec::new();
+        let with_id = format!("{mixed}{fields}record_id: \"$.uuid\"\n");
+        assert!(load_rule_set(&with_id, Origin::Builtin("views"), &mut diags).is_none());
+        assert!(
+            diags[0].message.contains("names no `record_id`"),
+            "{diags:?}"
+        );
     }
 
     /// A set that extends a built-in one: its own keys laid over the base's.

@@ -303,6 +303,9 @@ pub struct RawSource {
     pub path: Option<String>,
     /// A file beside the transcript (a template starting `{dir}`): its text, or `value` in its JSON.
     pub sidecar: Option<String>,
+    /// Added by the engine: a view header's source, read from views only.
+    #[serde(skip)]
+    pub header: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,6 +324,9 @@ pub struct RawRecordTest {
     #[serde(default)]
     pub first_only: bool,
     pub test: RawPredicate,
+    /// Added by the engine: a view header's test, applied to views only.
+    #[serde(skip)]
+    pub header: bool,
 }
 
 #[derive(Debug, Deserialize)]

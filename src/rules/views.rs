@@ -12,6 +12,20 @@ pub const VIEW_ID: &str = "almanac_id";
 pub const DIR_FILE: &str = "almanac_file";
 use regex::Regex;
 
+/// Where this process's views are (`$ALMANAC_HOME/state/views`), set when its context is made: a rule
+/// set with stores of both kinds tells its views from its JSONL transcripts by it.
+static VIEWS_ROOT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Remembers where the views are (the first call wins: one ALMANAC_HOME a process).
+pub fn use_views_root(root: std::path::PathBuf) {
+    let _ = VIEWS_ROOT.set(root);
+}
+
+/// Whether `path` is below the views root of this process.
+pub fn under_views_root(path: &std::path::Path) -> bool {
+    VIEWS_ROOT.get().is_some_and(|r| path.starts_with(r))
+}
+
 /// How a store's files are read.
 #[derive(Debug)]
 pub enum StoreKind {

@@ -78,7 +78,7 @@ fn decide_one(
         words,
     );
     // A view whose store gave no project says why in its header (a hash or slug no known repo has).
-    if decision == Decision::Skip(Reason::NoCwd) && detail.is_some() && rule.reads_views() {
+    if decision == Decision::Skip(Reason::NoCwd) && detail.is_some() && rule.is_view(&file.path) {
         if let Some(why) = crate::discover::views::unplaced(&file.path) {
             detail = Some(format!(
                 "the store does not say where the session ran: {why}"

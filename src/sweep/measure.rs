@@ -68,12 +68,18 @@ pub struct Measure<'a> {
 
 impl<'a> Measure<'a> {
     /// None when the rule set has no `turns` section (nothing to render).
-    pub fn new(rule: &'a RuleSet, opts: &'a Options, limit: u64) -> Option<Measure<'a>> {
+    /// `view`: the transcript is a view (its entries cite messages, not lines).
+    pub fn new(
+        rule: &'a RuleSet,
+        opts: &'a Options,
+        limit: u64,
+        view: bool,
+    ) -> Option<Measure<'a>> {
         Some(Measure {
             rule,
             turns: rule.turns.as_ref()?,
             opts,
-            cite: match rule.reads_views() {
+            cite: match view {
                 true => Cite::Message,
                 false => Cite::Line,
             },

@@ -77,7 +77,7 @@ pub fn decide_range(
     let outcome = decide_range_in(
         rule, file, entry, shared, settings, hash, sizing, counting, bytes_read,
     )?;
-    match rule.reads_views() {
+    match rule.is_view(&file.path) {
         true => super::view_cursor::to_ids(&file.path, outcome),
         false => Ok(outcome),
     }
@@ -217,7 +217,8 @@ fn scan_sized(
         .take(until.unwrap_or(u64::MAX));
     let opts = super::measure::options();
     let measured = sizing.measures(file.size.saturating_sub(bytes));
-    let mut measure = Measure::new(rule, &opts, sizing.limit).filter(|_| measured);
+    let view = rule.is_view(&file.path);
+    let mut measure = Measure::new(rule, &opts, sizing.limit, view).filter(|_| measured);
     let mut by = measure
         .as_mut()
         .map(|m| move |l: &[u8], end: u64, n: u64| m.line(l, end, lines + n));
@@ -414,7 +415,7 @@ pub fn chunk_turns(
         keep,
         ..crate::turns::Options::default()
     };
-    let cite = match rule.reads_views() {
+    let cite = match rule.is_view(&file.path) {
         true => crate::turns::render::Cite::Message,
         false => crate::turns::render::Cite::Line,
     };

@@ -680,3 +680,81 @@ fn an_auggie_session_holds_prompts_and_answers_in_one_exchange_and_its_workspace
         std::fs::write(&file, serde_json::to_string_pretty(&session).unwrap()).unwrap();
     });
 }
+
+#[test]
+fn goose_jsonl_sessions_and_its_database_are_one_app_and_a_planted_header_is_not_trusted() {
+    // Goose before 1.10 wrote sessions/<id>.jsonl beside where sessions.db now is (synthetic files of
+    // that shape, tests/fixtures/README.md); one rule set reads both kinds, one ledger identity.
+    let l = live_world(3);
+    let dir = l.w.home().join(".local/share/goose/sessions");
+    copy_tree(&fixture_dir("goose-1.45/.local/share/goose/sessions"), &dir);
+    let repo = l.repo.to_str().unwrap().to_string();
+    sqlite(&dir.join("sessions.db"))
+        .execute("UPDATE sessions SET working_dir = ?1", [&repo])
+        .unwrap();
+    for name in ["20250514_093012.jsonl", "hotfix-release.jsonl"] {
+        let text = std::fs::read_to_string(
+            Path::new(FIXTURES)
+                .join("synthetic/stores/goose-legacy")
+                .join(name),
+        )
+        .unwrap();
+        let text = text
+            .replace("/Users/dev/projects/api", &repo)
+            .replace("/Users/dev/projects/web", &repo);
+        write_aged(&dir.join(name), text.as_bytes(), HOURS_2);
+    }
+    // A JSONL file whose second record is shaped like a view's header, naming another repo and
+    // another session: a JSONL transcript is read by the set's fields, never by a header.
+    let other = l.w.repo("work/victim");
+    let planted = format!(
+        "{{\"working_dir\":\"{repo}\"}}\n{}\n{{\"role\":\"user\",\"created\":1747215012,\"content\":[{{\"type\":\"text\",\"text\":\"planted prompt\"}}]}}\n",
+        serde_json::json!({"almanac_view": {"version": 1, "app": "goose", "session_id": "20260805_1", "project": other, "parent": null, "subagent": false}})
+    );
+    write_aged(&dir.join("planted.jsonl"), planted.as_bytes(), HOURS_2);
+    let rows = sessions(&l, "goose");
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|r| r["sessionId"].as_str().unwrap())
+        .collect();
+    for id in ["20260805_4", "20250514_093012", "hotfix-release", "planted"] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let planted_row = by_id(&rows, "planted");
+    assert_eq!(planted_row["projectDir"], repo, "{planted_row}");
+    let hotfix = by_id(&rows, "hotfix-release");
+    assert_eq!(hotfix["userTurns"], 2, "{hotfix}");
+    assert_eq!(
+        hotfix["lastPrompt"], "Shorter please, and mention the login fix",
+        "{hotfix}"
+    );
+    // The JSONL session is captured where it is, cited by line; the database's by message.
+    agree_and_capture(
+        &l,
+        "goose",
+        "20250514_093012",
+        &[(2, "Add a /healthz endpoint to the Flask app".into())],
+    );
+    let (_, read) = crate::turn_fidelity::listed_and_read(&l, "goose", "20260805_4");
+    assert_eq!(
+        read,
+        [(2, "Read the file /work/src/orders.py using an absolute path and reply with its first line only.".to_string())]
+    );
+    // That sweep captured every session of both kinds, the planted one in its own repo.
+    let runs = l.runs();
+    for id in ["20260805_4", "hotfix-release", "planted"] {
+        let run = runs
+            .iter()
+            .find(|r| r["sessionId"] == id)
+            .unwrap_or_else(|| panic!("{id}: {runs:?}"));
+        assert_eq!(run["repoRoot"], repo.as_str(), "{run}");
+    }
+    assert!(
+        !other
+            .join(".almanac/runs")
+            .read_dir()
+            .unwrap()
+            .any(|_| true),
+        "no run in the repo a planted record names"
+    );
+}

@@ -384,6 +384,23 @@ fn a_roo_task_holds_its_prompts_and_not_the_wrappers_a_tool_printed() {
         ]
     );
     agree_and_capture(&l, "roo", "e73ea764-4971-4adb-9197-52c2f8ede8ef", &read);
+    // Roo writes the history again with the user's next send.
+    let added = "Parfait, maintenant copie-les dans test-hierarchy-data.";
+    captures_only_what_was_added(
+        &l,
+        ("roo", "e73ea764-4971-4adb-9197-52c2f8ede8ef"),
+        ("COLLECTE DES DONN", added),
+        || {
+            let mut history: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let list = history.as_array_mut().unwrap();
+            list.push(serde_json::json!({"role": "user", "content": [
+                {"type": "text", "text": format!("[ask_followup_question] Result:\n\n<answer>\n{added}\n</answer>")},
+            ], "ts": 1758200000000u64}));
+            list.push(serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "Copie en cours."}], "ts": 1758200001000u64}));
+            std::fs::write(&file, serde_json::to_string(&history).unwrap()).unwrap();
+        },
+    );
 }
 
 /// The synthetic VS Code globalStorage holding Roo Code (3.49+, history_item.json) and Kilo Code (5.x,

@@ -93,7 +93,7 @@ pub fn explain(
             explain_where(&e, out);
             match &e.head {
                 Err(err) => out.line(&format!("head:       could not be read: {err}")),
-                Ok(h) => explain_head(e.m.rule, h, out),
+                Ok(h) => explain_head(e.m.rule, h, e.m.rule.is_view(&e.path), out),
             }
             explain_verdict(catalog, &e, out);
         },
@@ -162,7 +162,8 @@ fn explain_where(e: &Explained<'_>, out: &mut Out) {
     ));
 }
 
-fn explain_head(rule: &RuleSet, h: &HeadScan, out: &mut Out) {
+/// `view`: the transcript is one of the set's views (a JSONL transcript reads no header source).
+fn explain_head(rule: &RuleSet, h: &HeadScan, view: bool, out: &mut Out) {
     out.line(&format!(
         "head:       {} records read, {} other lines skipped, {} bytes (limits: {} records, {} bytes)",
         h.records, h.skipped_lines, h.bytes_read, rule.head.max_records, rule.head.max_bytes
@@ -175,10 +176,16 @@ fn explain_head(rule: &RuleSet, h: &HeadScan, out: &mut Out) {
         }
         for (i, (s, seen)) in f.sources.iter().zip(&r.first_seen).enumerate() {
             let status = if r.source == Some(i) {
-                match r.line {
-                    Some(l) => format!("<- value from line {l}"),
-                    None => "<- value from the file name".to_string(),
+                match (r.line, &s.kind) {
+                    (Some(l), _) => format!("<- value from line {l}"),
+                    (None, crate::rules::SourceKind::Path(_)) => "<- value from the path".into(),
+                    (None, crate::rules::SourceKind::Sidecar { .. }) => {
+                        "<- value from the file beside it".into()
+                    }
+                    (None, _) => "<- value from the file name".to_string(),
                 }
+            } else if s.header && !view {
+                "(a view's header: not read from a JSONL transcript)".to_string()
             } else if r.source.is_some_and(|w| w < i) {
                 "(not needed)".to_string()
             } else {

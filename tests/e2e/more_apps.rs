@@ -739,6 +739,18 @@ fn goose_jsonl_sessions_and_its_database_are_one_app_and_a_planted_header_is_not
     }
     let planted_row = by_id(&rows, "planted");
     assert_eq!(planted_row["projectDir"], repo, "{planted_row}");
+    let explain =
+        l.w.almanac()
+            .args(["rules", "explain"])
+            .arg(dir.join("planted.jsonl"))
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        text.contains("(a view's header: not read from a JSONL transcript)")
+            && text.contains("session_id = planted"),
+        "{text}"
+    );
     let hotfix = by_id(&rows, "hotfix-release");
     assert_eq!(hotfix["userTurns"], 2, "{hotfix}");
     assert_eq!(

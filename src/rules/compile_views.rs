@@ -1,5 +1,6 @@
 //! The `format`, `sqlite`, `document`, `session` and `project` keys of a store, compiled; and the fields
-//! every view's header gives a rule set whose stores are all views.
+//! every view's header gives a rule set with views (marked as a header's: a JSONL transcript of a set
+//! with stores of both kinds never reads them).
 
 use super::compile::Ctx;
 use super::raw::*;
@@ -9,7 +10,7 @@ fn is_view(s: &RawStore) -> bool {
     s.format.as_deref().is_some_and(|f| f != "jsonl")
 }
 
-/// A set whose stores are all views reads `session_id`, `cwd` and `parent_session` from the view's
+/// A set with views reads `session_id`, `cwd` and `parent_session` from the view's
 /// header, marks a session whose header says so a subagent, and knows each message by its view id: added
 /// in front of what the file itself says. A set of `jsonl` stores must name `session_id` and `cwd`.
 pub(super) fn view_fields(cx: &mut Ctx<'_>, raw: &mut RawRuleSet) {

@@ -607,7 +607,7 @@ turns:
       text: ["$.text", { path: "$.json", json: "$.output" }]
 "#;
 
-    /// The keys of stores read into views (a rule set's stores are all views or all jsonl).
+    /// The keys of stores read into views.
     const VIEW_SINK: &str = r#"
 id: views
 stores:

@@ -17,7 +17,7 @@ pub struct RawRuleSet {
     pub stores: Vec<RawStore>,
     #[serde(default)]
     pub head: RawHead,
-    /// Required for `jsonl` stores; a set whose stores are all views may leave it out.
+    /// Required when the set has a `jsonl` store; a set whose stores are all views may leave it out.
     #[serde(default)]
     pub fields: BTreeMap<String, Vec<RawSource>>,
     #[serde(default)]

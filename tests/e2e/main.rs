@@ -28,6 +28,7 @@ mod hostile_repo;
 mod in_project;
 mod ledger_format;
 mod live;
+mod live_amp_auggie;
 mod locks;
 mod make_chat_fixtures;
 mod make_fixtures;

@@ -10,6 +10,9 @@
 //!   `POST /v1/chat/completions` (streamed `chat.completion.chunk`s with `delta.content` or
 //!   `delta.tool_calls`, a usage chunk, then `data: [DONE]`; one JSON `chat.completion` when `stream` is
 //!   false) and `GET /v1/models`.
+//! - Augment's API, for Auggie: `/get-models`, `/agents/list-remote-tools` and `/chat-stream`
+//!   (newline-delimited JSON chunks); and Amp's own routes beside its model route (`/api/…`, answered
+//!   `{}`; its model route is Anthropic Messages under `/api/provider/anthropic`).
 //! - Gemini (`generativelanguage` v1beta), for Gemini CLI: `POST .../models/<m>:streamGenerateContent`
 //!   (server-sent `data:` events, one `GenerateContentResponse` whose candidate holds a `text` or a
 //!   `functionCall` part), `:generateContent` (the same response as one JSON body) and `:countTokens`.
@@ -217,6 +220,25 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             list.to_string().as_bytes(),
         );
     }
+    // Augment's own API, for Auggie 0.36 (its session's tenant URL is the mock): the model list must
+    // name a default model, or the prompt is silently dropped.
+    if p.ends_with("/get-models") {
+        let body = json!({"default_model": "mock-model", "models": [], "feature_flags": {},
+            "languages": []});
+        return respond(
+            &mut out,
+            200,
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+    }
+    if p.ends_with("/list-remote-tools") {
+        return respond(&mut out, 200, "application/json", br#"{"tools":[]}"#);
+    }
+    // Amp's own API besides its model route (user info, thread upload, credits): answered empty.
+    if p.starts_with("/api/") && !p.contains("/provider/") {
+        return respond(&mut out, 200, "application/json", b"{}");
+    }
     if req.method != "POST" {
         return respond(&mut out, 404, "application/json", b"{}");
     }
@@ -268,6 +290,19 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             "application/json",
             msg.to_string().as_bytes(),
         );
+    }
+    if p.ends_with("/chat-stream") {
+        // Augment's chat stream: newline-delimited JSON chunks, the text then the end of the turn.
+        let text = match &turn {
+            Turn::Text(t) => t.clone(),
+            _ => "ok".to_string(),
+        };
+        let chunks = [
+            json!({"text": text, "nodes": [{"id": 0, "type": 0, "content": text}]}),
+            json!({"text": "", "nodes": [{"id": 1, "type": 2, "content": ""}], "stop_reason": 1}),
+        ];
+        let body: String = chunks.iter().map(|c| format!("{c}\n")).collect();
+        return respond(&mut out, 200, "application/json", body.as_bytes());
     }
     if p.ends_with("/v1/responses") {
         return sse(&mut out, &responses_events(&turn, n));

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "almanac",
-    version,
+    // The version and the commit it was built from (build.rs).
+    version = env!("ALMANAC_VERSION_TEXT"),
     about = "Keeps a repository's .almanac/ wiki up to date from coding-agent transcripts"
 )]
 pub(super) struct Cli {

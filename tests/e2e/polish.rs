@@ -486,3 +486,32 @@ fn doctor_finds_the_agent_on_its_profiles_own_path_as_the_worker_does() {
         "{agent}"
     );
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("almanac"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let head = std::process::Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let version = env!("CARGO_PKG_VERSION");
+    match head {
+        // Built from a git checkout (as here and in CI): the commit it was built from.
+        Some(head) => assert_eq!(text, format!("almanac {version} (commit {head})")),
+        // Built from a package: its version alone.
+        None => assert_eq!(text, format!("almanac {version}")),
+    }
+}

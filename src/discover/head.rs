@@ -29,14 +29,7 @@ fn file_value(kind: &SourceKind, file_name: &str, at: Option<(&Path, &str)>) -> 
             regex,
         } => {
             let file = crate::discover::views::sidecar_path(template, at?.0, "");
-            let bytes = crate::util::untrusted::read_optional(&file, SIDECAR_CAP).ok()??;
-            let text = match path {
-                Some(p) => {
-                    let doc: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-                    crate::discover::views::read::text_at(p, &doc)?
-                }
-                None => String::from_utf8_lossy(&bytes).trim().to_string(),
-            };
+            let text = crate::discover::views::read_sidecar(&file, path.as_ref()).ok()??;
             match regex {
                 Some(re) => crate::rules::capture(re, &text),
                 None => Some(text).filter(|t| !t.is_empty()),
@@ -44,9 +37,6 @@ fn file_value(kind: &SourceKind, file_name: &str, at: Option<(&Path, &str)>) -> 
         }
     }
 }
-
-/// The most of a sidecar file read.
-const SIDECAR_CAP: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

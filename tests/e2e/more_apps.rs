@@ -143,8 +143,7 @@ fn vibe_sessions_take_their_ids_parents_and_projects_from_meta_json() {
     copy_tree(&fixture_dir("vibe-2.26.1/.vibe/logs/session"), &root);
     let ran_in = "/work/stage/51-kimi-vibe/projects/vibe-demo";
     for meta in walk_named(&root, "meta.json") {
-        let text = std::fs::read_to_string(&meta).unwrap();
-        std::fs::write(&meta, text.replace(ran_in, l.repo.to_str().unwrap())).unwrap();
+        replace_in(&meta, &[(ran_in, l.repo.to_str().unwrap())]);
     }
     let id = "9c2ea442-0e8b-c28c-1532-e176adc50d7d";
     let first = "What does this project do? Please list the files.";
@@ -333,16 +332,21 @@ fn zed_threads_are_decompressed_and_a_subagent_thread_is_not_captured() {
 
 /// Every file named `name` below `dir`.
 fn walk_named(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk_named(&p, name));
-        } else if p.file_name().is_some_and(|n| n == name) {
-            out.push(p);
-        }
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && e.file_name() == name)
+        .map(|e| e.into_path())
+        .collect()
+}
+
+/// `file` with each `(from, to)` replaced: a fixture's paths made the test's.
+fn replace_in(file: &Path, pairs: &[(&str, &str)]) {
+    let mut text = std::fs::read_to_string(file).unwrap();
+    for (from, to) in pairs {
+        text = text.replace(from, to);
     }
-    out
+    std::fs::write(file, text).unwrap();
 }
 
 #[test]
@@ -360,15 +364,13 @@ fn a_roo_task_holds_its_prompts_and_not_the_wrappers_a_tool_printed() {
         &tasks,
     );
     let file = tasks.join("e73ea764-4971-4adb-9197-52c2f8ede8ef/api_conversation_history.json");
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
+    replace_in(
         &file,
-        text.replace(
+        &[(
             "d:/dev/2025-Epita-Intelligence-Symbolique",
             l.repo.to_str().unwrap(),
-        ),
-    )
-    .unwrap();
+        )],
+    );
     let (_, read) =
         crate::turn_fidelity::listed_and_read(&l, "roo", "e73ea764-4971-4adb-9197-52c2f8ede8ef");
     let heads: Vec<(u64, String)> = read
@@ -416,11 +418,10 @@ fn vscode_global_storage(l: &Live) -> std::path::PathBuf {
         .into_iter()
         .chain(walk_named(&g, "api_conversation_history.json"))
     {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let text = text
-            .replace("/home/dev/webshop", repo)
-            .replace("/home/dev/kilo-demo", repo);
-        std::fs::write(&f, text).unwrap();
+        replace_in(
+            &f,
+            &[("/home/dev/webshop", repo), ("/home/dev/kilo-demo", repo)],
+        );
     }
     let conn = sqlite(&g.join("state.vscdb"));
     conn.execute(
@@ -452,12 +453,10 @@ fn roo_and_kilo_code_subtasks_are_known_by_their_history_items() {
     let child = g.join("rooveterinaryinc.roo-cline/tasks/2e1f0d3c-5b4a-4a69-9877-b6c5d4e3f2a1");
     std::fs::remove_file(child.join("history_item.json")).unwrap();
     let file = child.join("api_conversation_history.json");
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
+    replace_in(
         &file,
-        text.replace("Implement the toggle", "Implement the dark toggle"),
-    )
-    .unwrap();
+        &[("Implement the toggle", "Implement the dark toggle")],
+    );
     let s = l.sweep_args(&["--apps", "roo"]);
     assert!(
         started(&s)
@@ -472,12 +471,7 @@ fn roo_and_kilo_code_subtasks_are_known_by_their_history_items() {
     let file = g.join(format!(
         "kilocode.kilo-code/tasks/{kilo_parent}/api_conversation_history.json"
     ));
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        text.replace("# Current Workspace Directory", "# Workspace"),
-    )
-    .unwrap();
+    replace_in(&file, &[("# Current Workspace Directory", "# Workspace")]);
     agree_and_capture(
         &l,
         "kilocode",
@@ -517,12 +511,13 @@ fn openhands_conversations_are_read_from_their_event_files() {
         &root,
     );
     for f in walk_named(&root, "base_state.json") {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let text = text.replace(
-            "/work/stage/51-goose-openhands/run-oh/proj",
-            l.repo.to_str().unwrap(),
+        replace_in(
+            &f,
+            &[(
+                "/work/stage/51-goose-openhands/run-oh/proj",
+                l.repo.to_str().unwrap(),
+            )],
         );
-        std::fs::write(&f, text).unwrap();
     }
     let id = "85a88c55-70dc-480a-adb1-0c296bf6514e";
     let first = "List the files in this project and tell me what app.py does";
@@ -573,8 +568,7 @@ fn document_store(l: &Live, fixture: &str, rel: &str, ran_in: &str) -> std::path
     let dir = l.w.home().join(rel);
     copy_tree(&fixture_dir(&format!("{fixture}/{rel}")), &dir);
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        let text = std::fs::read_to_string(e.path()).unwrap();
-        std::fs::write(e.path(), text.replace(ran_in, l.repo.to_str().unwrap())).unwrap();
+        replace_in(&e.path(), &[(ran_in, l.repo.to_str().unwrap())]);
     }
     dir
 }
@@ -613,12 +607,7 @@ fn an_amp_thread_is_read_whole_and_its_epoch_times_place_capture_since() {
         "the second prompt's message (line 4 of the view): {d}"
     );
     // Without it, the whole thread.
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(
-        &cfg,
-        text.replace(&format!("capture_since = \"{since}\""), ""),
-    )
-    .unwrap();
+    replace_in(&cfg, &[(&format!("capture_since = \"{since}\""), "")]);
     let first = "say hello please";
     agree_and_capture(
         &l,

@@ -12,7 +12,7 @@ mod copy;
 pub mod ids;
 mod markdown;
 mod project;
-pub use project::sidecar_path;
+pub use project::{read_sidecar, sidecar_path};
 pub mod read;
 mod schema;
 mod slug;

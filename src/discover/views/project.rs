@@ -24,6 +24,26 @@ pub struct Input<'a> {
     pub lookups: &'a [Option<Listed>],
 }
 
+impl<'a> Input<'a> {
+    /// A session's own facts alone, with no known repos or lookups: what its id and parent read.
+    pub fn bare(
+        (store, rel): (&'a Path, &'a str),
+        session: &'a Value,
+        messages: &'a [Value],
+    ) -> Input<'a> {
+        Input {
+            store,
+            rel,
+            id: "",
+            session,
+            messages,
+            known: &[],
+            vouched: &[],
+            lookups: &[],
+        }
+    }
+}
+
 /// The project directory and which source gave it; or None with what the sources found (a hash no
 /// known repo has, say).
 pub fn derive(sources: &[ProjectSource], i: &Input) -> Result<(String, String), String> {
@@ -101,6 +121,26 @@ pub fn first_value(sources: &[ProjectSource], i: &Input) -> Option<String> {
     })
 }
 
+/// A file beside a store or transcript: its text, trimmed, or the value `field` selects in its JSON; at
+/// most [`SIDECAR_CAP`] of it is read, not through a link; None when it is not there.
+pub fn read_sidecar(
+    path: &Path,
+    field: Option<&crate::rules::JsonPath>,
+) -> Result<Option<String>, String> {
+    let bytes = match crate::util::untrusted::read_optional(path, SIDECAR_CAP) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    Ok(match field {
+        Some(p) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(doc) => text_at(p, &doc),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        },
+        None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+    })
+}
+
 /// The value a `Value` source reads (`from`, then `field` in it), not yet named as a directory; None
 /// when it gives none or an empty one.
 fn value(
@@ -109,20 +149,7 @@ fn value(
     j: usize,
     i: &Input,
 ) -> Result<Option<String>, String> {
-    let in_file = |path: PathBuf| -> Result<Option<String>, String> {
-        let bytes = match crate::util::untrusted::read_optional(&path, SIDECAR_CAP) {
-            Ok(Some(b)) => b,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        };
-        Ok(match field {
-            Some(p) => match serde_json::from_slice::<Value>(&bytes) {
-                Ok(doc) => text_at(p, &doc),
-                Err(e) => return Err(format!("{}: {e}", path.display())),
-            },
-            None => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
-        })
-    };
+    let in_file = |path: PathBuf| read_sidecar(&path, field);
     let value = match from {
         ValueFrom::Session => field.and_then(|p| text_at(p, i.session)),
         ValueFrom::Messages => field.and_then(|p| i.messages.iter().find_map(|m| text_at(p, m))),
@@ -463,7 +490,8 @@ stores:
         ];
         let at = (store.as_path(), "proj/s1/messages.json");
         let id_of = |session: &Value| super::super::read::session_id(spec, session, at, &messages);
-        let parent_of = |session: &Value| first_value(&spec.parent, &input(at, session, &messages));
+        let parent_of =
+            |session: &Value| first_value(&spec.parent, &Input::bare(at, session, &messages));
         let empty = serde_json::json!({});
         // No sidecar yet: the directory's name is the id, and there is no parent.
         assert_eq!(id_of(&empty).as_deref(), Some("s1"));
@@ -480,29 +508,12 @@ stores:
         assert_eq!(id_of(&own).as_deref(), Some("own"));
         assert_eq!(parent_of(&own).as_deref(), Some("p0"));
         // The project: the first message that names one.
-        let (project, from) = derive(&spec.project, &input(at, &empty, &messages)).unwrap();
+        let (project, from) = derive(&spec.project, &Input::bare(at, &empty, &messages)).unwrap();
         assert_eq!(project, "/home/u/app");
         assert_eq!(from, "$.workspace in the first message that has it");
         // A sidecar that is not JSON gives nothing, and the next source is read.
         std::fs::write(dir.join("meta.json"), "not json").unwrap();
         assert_eq!(id_of(&empty).as_deref(), Some("s1"));
-    }
-
-    fn input<'a>(
-        (store, rel): (&'a Path, &'a str),
-        session: &'a Value,
-        messages: &'a [Value],
-    ) -> Input<'a> {
-        Input {
-            store,
-            rel,
-            id: "",
-            session,
-            messages,
-            known: &[],
-            vouched: &[],
-            lookups: &[],
-        }
     }
 
     #[test]

@@ -217,16 +217,7 @@ pub fn session_id(
     (store, rel): (&Path, &str),
     messages: &[Value],
 ) -> Option<String> {
-    let input = super::project::Input {
-        store,
-        rel,
-        id: "",
-        session,
-        messages,
-        known: &[],
-        vouched: &[],
-        lookups: &[],
-    };
+    let input = super::project::Input::bare((store, rel), session, messages);
     super::project::first_value(&spec.id, &input)
 }
 

@@ -122,7 +122,7 @@ pub fn first_value(sources: &[ProjectSource], i: &Input) -> Option<String> {
 }
 
 /// A file beside a store or transcript: its text, trimmed, or the value `field` selects in its JSON; at
-/// most [`SIDECAR_CAP`] of it is read, not through a link; None when it is not there.
+/// most 1 MiB of it is read, not through a link; None when it is not there.
 pub fn read_sidecar(
     path: &Path,
     field: Option<&crate::rules::JsonPath>,

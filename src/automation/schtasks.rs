@@ -249,8 +249,15 @@ fn query() -> Option<String> {
     o.status.success().then(|| decode(&o.stdout))
 }
 
+/// The first run's time, local as Task Scheduler reads it. On macOS (where only a fake `schtasks` can
+/// be found) it is UTC: chrono's local time zone there needs CoreFoundation, which the SDK-less release
+/// link does not have.
 fn now_local() -> String {
-    chrono::Local::now().format("%Y-%m-%dT%H:%M:00").to_string()
+    #[cfg(not(target_vendor = "apple"))]
+    let now = chrono::Local::now().naive_local();
+    #[cfg(target_vendor = "apple")]
+    let now = chrono::Utc::now().naive_utc();
+    now.format("%Y-%m-%dT%H:%M:00").to_string()
 }
 
 pub fn install(job: &JobSpec) -> Result<InstallReport, String> {

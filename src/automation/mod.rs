@@ -282,8 +282,11 @@ pub fn job_path(installer_path: &str, home: &Path) -> String {
 }
 
 /// Picks the binary the scheduler runs: `--program`, else `almanac` on PATH when it is this very binary
-/// (a stable symlink such as ~/.cargo/bin/almanac survives upgrades), else this binary. Paths that vanish
-/// (a cargo `target/` dir, a temp dir) are refused unless `force`, which turns the refusal into a warning.
+/// (a stable symlink such as ~/.cargo/bin/almanac or Homebrew's bin/almanac survives upgrades), else
+/// Homebrew's `opt/` link when this binary is a versioned Cellar path, else this binary (installed by
+/// npm, it is the platform package's binary, not the node launcher on PATH, so a scheduled sweep needs
+/// no node). Paths that vanish (a cargo `target/` dir, a temp dir, npx's cache) are refused unless
+/// `force`, which turns the refusal into a warning.
 pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec<String>), String> {
     let mut warnings = Vec::new();
     let exe =
@@ -302,7 +305,7 @@ pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec
             let same = |a: &Path, b: &Path| matches!((id(a), id(b)), (Ok(x), Ok(y)) if x == y);
             match crate::capture::agent::resolve_program("almanac") {
                 Some(found) if found.is_absolute() && same(&found, &exe) => found,
-                _ => exe,
+                _ => homebrew_opt(&exe).filter(|o| same(o, &exe)).unwrap_or(exe),
             }
         }
     };
@@ -318,13 +321,35 @@ pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec
         warnings.push(msg);
     }
     if let Some(why) = vanishing(&program) {
-        let msg = format!("program {} is {why}, which would vanish; install almanac (`cargo install --path .`) or pass --program", program.display());
+        let msg = format!("program {} is {why}, which would vanish; install almanac (README \"Install\": the installer, Homebrew, `npm install -g codealmanac` or `cargo install codealmanac`) or pass --program", program.display());
         if !force {
             return Err(format!("{msg} (or --force to use it anyway)"));
         }
         warnings.push(msg);
     }
     Ok((program, warnings))
+}
+
+/// Homebrew installs a formula's files under `<prefix>/Cellar/<formula>/<version>/`, which `brew upgrade`
+/// removes, and keeps `<prefix>/opt/<formula>` linked to the current version: for a binary in the
+/// Cellar, the same binary through `opt/`.
+fn homebrew_opt(exe: &Path) -> Option<PathBuf> {
+    let name = exe.file_name()?;
+    let bin = exe.parent()?;
+    let version = bin.parent()?;
+    let formula = version.parent()?;
+    let cellar = formula.parent()?;
+    if bin.file_name()? != "bin" || cellar.file_name()? != "Cellar" {
+        return None;
+    }
+    Some(
+        cellar
+            .parent()?
+            .join("opt")
+            .join(formula.file_name()?)
+            .join("bin")
+            .join(name),
+    )
 }
 
 fn vanishing(p: &Path) -> Option<&'static str> {
@@ -337,6 +362,11 @@ fn vanishing(p: &Path) -> Option<&'static str> {
         .any(|w| w[0] == "target" && matches!(w[1].as_str(), "debug" | "release"))
     {
         return Some("in a cargo target/ directory");
+    }
+    // `npx codealmanac` runs the binary from npm's cache (~/.npm/_npx/<hash>/node_modules), which npm
+    // clears and replaces at will.
+    if parts.iter().any(|c| c == "_npx") {
+        return Some("in npx's cache");
     }
     let tmp = std::env::temp_dir();
     let temps = [
@@ -370,5 +400,26 @@ mod tests {
         assert!(vanishing(Path::new("/w/almanac/target/debug/almanac")).is_some());
         assert!(vanishing(Path::new("/tmp/x/almanac")).is_some());
         assert!(vanishing(Path::new("/home/u/.cargo/bin/almanac")).is_none());
+        assert!(vanishing(Path::new(
+            "/home/u/.npm/_npx/5f2a/node_modules/codealmanac-linux-x64/bin/almanac"
+        ))
+        .is_some());
+        assert!(vanishing(Path::new(
+            "/usr/lib/node_modules/codealmanac/node_modules/codealmanac-linux-x64/bin/almanac"
+        ))
+        .is_none());
+    }
+
+    #[test]
+    fn a_cellar_binary_is_named_through_homebrews_opt_link() {
+        assert_eq!(
+            homebrew_opt(Path::new("/opt/homebrew/Cellar/almanac/0.1.0/bin/almanac")),
+            Some(PathBuf::from("/opt/homebrew/opt/almanac/bin/almanac"))
+        );
+        assert_eq!(homebrew_opt(Path::new("/usr/local/bin/almanac")), None);
+        assert_eq!(
+            homebrew_opt(Path::new("/x/Cellar/almanac/0.1.0/libexec/almanac")),
+            None
+        );
     }
 }

@@ -26,6 +26,7 @@ mod fuzz_regressions;
 mod hostile;
 mod hostile_repo;
 mod in_project;
+mod installed;
 mod ledger_format;
 mod live;
 mod live_amp_auggie;

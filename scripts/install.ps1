@@ -18,6 +18,12 @@ function Say([string]$m) { Write-Host "almanac installer: $m" }
 # An error is thrown, not `exit`ed: piped to iex, `exit` would close the user's PowerShell.
 function Die([string]$m) { throw "almanac installer: $m" }
 
+# Windows PowerShell 5.1 may still offer only TLS 1.0/1.1, which GitHub refuses.
+[Net.ServicePointManager]::SecurityProtocol = [Net.ServicePointManager]::SecurityProtocol -bor [Net.SecurityProtocolType]::Tls12
+# The one build is x86-64: 64-bit Windows on Intel/AMD runs it, and Windows 11 on Arm emulates it.
+if ($env:PROCESSOR_ARCHITECTURE -eq 'x86' -and -not $env:PROCESSOR_ARCHITEW6432) {
+  Die 'this is 32-bit Windows; almanac is built for 64-bit Windows only'
+}
 $archive = 'almanac-x86_64-pc-windows-gnu.zip'
 if ($env:ALMANAC_DOWNLOAD_BASE) {
   $base = $env:ALMANAC_DOWNLOAD_BASE.TrimEnd('/', '\')
@@ -75,6 +81,7 @@ try {
   }
   Copy-Item -LiteralPath $exe -Destination $target
   $version = & $target --version
+  if ($LASTEXITCODE -ne 0 -or -not $version) { Die "$target was installed but does not run (exit code $LASTEXITCODE)" }
   Say "installed $version as $target"
   Say 'shell completions: almanac completions powershell (the release archive also holds them and the man pages)'
 

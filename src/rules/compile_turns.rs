@@ -107,12 +107,14 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
             command,
         })
     });
+    let resends_prompt = optional_predicate(cx, "turns.resends_prompt", t.resends_prompt.as_ref());
     let assistant = texts(cx, "assistant", &t.assistant);
     let tools = tool_rules(cx, &t.tools);
     let results = result_rules(cx, &t.results);
     let mut rule = TurnsRule {
         ignore,
         merge_repeated_prompts: t.merge_repeated_prompts,
+        resends_prompt: resends_prompt.flatten(),
         skip,
         user,
         queue,

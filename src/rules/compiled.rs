@@ -83,6 +83,9 @@ pub struct TurnsRule {
     /// The same prompt written again before any assistant text or tool (an app writing one message as
     /// two record kinds) is one turn.
     pub merge_repeated_prompts: bool,
+    /// A record after which the app writes the running turn's prompt again (Cursor's context block
+    /// mid-turn): the next prompt, if it is the running turn's, is that prompt and not another.
+    pub resends_prompt: Option<Predicate>,
     pub skip: Vec<Skip>,
     pub user: Vec<TurnText>,
     /// How queued prompts reach the model (None: a queued prompt counts when it is queued).
@@ -110,16 +113,20 @@ impl TurnsRule {
     }
 
     fn read_by_turns(&self, n: &mut super::needs::Needs, timestamps: &[JsonPath]) {
-        let preds = self.ignore.iter().chain(self.skip.iter().flat_map(|s| {
-            [
-                Some(&s.from),
-                Some(&s.until),
-                s.until_after.as_ref(),
-                s.after.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-        }));
+        let preds =
+            self.ignore
+                .iter()
+                .chain(&self.resends_prompt)
+                .chain(self.skip.iter().flat_map(|s| {
+                    [
+                        Some(&s.from),
+                        Some(&s.until),
+                        s.until_after.as_ref(),
+                        s.after.as_ref(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                }));
         preds.for_each(|p| n.predicate(p));
         if let Some(q) = &self.queue {
             q.predicates().for_each(|p| n.predicate(p));

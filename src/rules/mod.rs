@@ -571,6 +571,7 @@ record_id: "$.uuid"
 turns:
   ignore: [ { exists: "$.isMeta" } ]
   merge_repeated_prompts: true
+  resends_prompt: { matches: { path: "$.ctx", regex: "^<ctx>" } }
   skip:
     - from: { exists: "$.copy" }
       until: { missing: "$.copy" }
@@ -907,6 +908,20 @@ stores: []",
         assert!(load_rule_set(&bad, Origin::Builtin("sink"), &mut diags).is_none());
         let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
         assert!(text.join("\n").contains(want), "{text:?}");
+    }
+
+    #[test]
+    fn a_bad_resends_prompt_is_named() {
+        sink_refused(
+            "regex: \"^<ctx>\"",
+            "regex: \"^<ctx(\"",
+            "turns.resends_prompt",
+        );
+        sink_refused(
+            "resends_prompt: { matches:",
+            "resends_prompt: { matched:",
+            "resends_prompt",
+        );
     }
 
     #[test]

@@ -330,11 +330,13 @@ impl Atoms {
 
 impl Prefilter {
     pub fn new(turns: &TurnsRule) -> Prefilter {
-        // A queue's records start turns (`deliver`) or change which prompts will (`withdraw`).
+        // A queue's records start turns (`deliver`) or change which prompts will (`withdraw`), and a
+        // `resends_prompt` record decides whether the next prompt is one.
         let queue: Vec<Need> = turns
             .queue
             .iter()
             .flat_map(|q| q.predicates())
+            .chain(&turns.resends_prompt)
             .map(need)
             .collect();
         let content = any(turns

@@ -315,6 +315,7 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
     let mut t = TurnsRule {
         ignore: vec![],
         merge_repeated_prompts: false,
+        resends_prompt: None,
         skip: vec![],
         user: vec![crate::rules::compiled::TurnText {
             when: Some(when),

@@ -37,6 +37,7 @@ pub struct RawTurns {
     pub ignore: Vec<RawPredicate>,
     #[serde(default)]
     pub merge_repeated_prompts: bool,
+    pub resends_prompt: Option<RawPredicate>,
     #[serde(default)]
     pub skip: Vec<RawSkip>,
     #[serde(default)]

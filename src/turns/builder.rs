@@ -29,6 +29,12 @@ pub(super) struct Builder<'a> {
     /// ...the latest kept as text until a checkpoint asks (a buffer reused prompt after prompt, not a
     /// shared string made for each): `prompts.1` when None.
     pub(super) latest: Option<String>,
+    /// `turns.resends_prompt`: the running turn's prompt (cut as kept), announced on this line to be
+    /// written again; the next prompt record decides whether it is that prompt.
+    pub(super) resent: Option<(u64, String)>,
+    /// Whether a checkpoint keeps the running turn's prompt once it is answered (`resends_prompt`
+    /// compares with it); otherwise only an unanswered one's, which a repeat or a queue compares with.
+    pub(super) keep_answered_prompt: bool,
     pub(super) out: Turns,
 }
 
@@ -128,6 +134,7 @@ impl<'a> Builder<'a> {
         self.sent = c.held.iter().filter(|h| h.sent).cloned().collect();
         self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
         self.latest = None;
+        self.resent = c.resent.clone().map(|p| (c.line, p));
         self.current = c.open.as_ref().map(|o| Current {
             rec: TurnRecord {
                 kind: "turn",
@@ -155,7 +162,9 @@ impl<'a> Builder<'a> {
             user_turns: self.out.user_turns,
             total_turns: self.out.total_turns,
             open: self.current.as_ref().map(|c| OpenTurn {
-                prompt: c.quiet().then(|| c.rec.user.clone()).flatten(),
+                prompt: (c.quiet() || self.keep_answered_prompt)
+                    .then(|| c.rec.user.clone())
+                    .flatten(),
                 answered: !c.quiet(),
             }),
             queued: self.queued.clone(),
@@ -170,11 +179,33 @@ impl<'a> Builder<'a> {
                 })
                 .collect(),
             armed: skipper.armed.clone(),
+            resent: self.resent.as_ref().map(|(_, p)| p.clone()),
             first_prompt: self.prompts.0.clone(),
             last_prompt: match &self.latest {
                 Some(l) => Some(l.as_str().into()),
                 None => self.prompts.1.clone(),
             },
+        }
+    }
+
+    /// A `turns.resends_prompt` record on `line`: the app writes the running turn's prompt again next.
+    pub(super) fn resend(&mut self, line: u64) {
+        self.resent = self
+            .current
+            .as_ref()
+            .and_then(|c| c.rec.user.clone())
+            .map(|u| (line, u));
+    }
+
+    /// Whether the prompt `text` on `line` is the running turn's prompt written again after a
+    /// `resends_prompt` record (not a new prompt). The first prompt record after that record decides.
+    pub(super) fn resent(&mut self, line: u64, text: &str) -> bool {
+        match &self.resent {
+            Some((at, _)) if *at < line => self
+                .resent
+                .take()
+                .is_some_and(|(_, p)| p == cut_str(text, self.opts.user_max).0),
+            _ => false,
         }
     }
 

@@ -100,6 +100,8 @@ pub trait Sink {
     fn note(&mut self, _line: u64, _text: &str) {}
     /// A record inside a skipped region (a subagent's, a copied history).
     fn skipped(&mut self, _line: u64) {}
+    /// The running turn's prompt, written again after a `resends_prompt` record: not a new prompt.
+    fn resent(&mut self, _line: u64) {}
     /// After every complete line handed to the reader past `skip_through`, whatever it held.
     fn end_line(&mut self, _line: u64) {}
 }
@@ -163,6 +165,10 @@ pub struct Checkpoint {
     pub held: Vec<HeldPrompt>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub armed: Vec<bool>,
+    /// `turns.resends_prompt` was read last: the running turn's prompt, which the next prompt record
+    /// may write again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resent: Option<String>,
     /// The first and the latest user prompt read so far, each cut to `CHECKPOINT_PROMPT_BYTES`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_prompt: Option<Prompt>,
@@ -195,7 +201,8 @@ pub struct HeldPrompt {
 #[serde(rename_all = "camelCase")]
 pub struct OpenTurn {
     /// Its prompt (cut as compared) while nothing answered it yet: a repeat or a queued prompt's
-    /// delivery compares with it. None once answered, or for a turn without a prompt.
+    /// delivery compares with it. None once answered (unless the rules have `resends_prompt`, which
+    /// compares with it later), or for a turn without a prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     pub answered: bool,
@@ -291,6 +298,8 @@ impl<'a, S: Sink> Reader<'a, S> {
             command: turns.queue.as_ref().and_then(|q| q.command.as_ref()),
             prompts: (None, None),
             latest: None,
+            resent: None,
+            keep_answered_prompt: turns.resends_prompt.is_some(),
             out: Turns::default(),
         };
         let mut skipper = Skipper::new(&turns.skip);
@@ -371,6 +380,9 @@ impl<'a, S: Sink> Reader<'a, S> {
         if self.queue_event(&record) {
             return true;
         }
+        if (self.turns.resends_prompt.as_ref()).is_some_and(|p| p.holds(&record)) {
+            self.b.resend(line);
+        }
         let prompt = |record: &Pruned<'_>| {
             self.turns
                 .user
@@ -428,6 +440,10 @@ impl<'a, S: Sink> Reader<'a, S> {
         };
         if let Some((queued, texts)) = prompt {
             for text in texts {
+                if self.b.resent(line, &text) {
+                    self.sink.resent(line);
+                    continue;
+                }
                 self.sink.prompt(line, &text, queued);
                 self.b.prompt(
                     line,

@@ -309,6 +309,11 @@ impl<W: Write> Sink for Render<W> {
         self.emitted = true;
     }
 
+    fn resent(&mut self, _line: u64) {
+        self.shown.repeats += 1;
+        self.emitted = true;
+    }
+
     fn end_line(&mut self, _line: u64) {
         if !self.emitted {
             self.shown.left_out += 1;

@@ -50,6 +50,30 @@ fn merge_repeated_prompts_makes_a_prompt_written_twice_one_turn() {
 }
 
 #[test]
+fn a_prompt_resent_after_a_resends_prompt_record_is_the_running_turns() {
+    let rule = rule_set("  resends_prompt: { equals: { path: \"$.t\", value: ctx } }\n");
+    let lines = |l: &[&str]| l.iter().map(|s| format!("{s}\n")).collect::<String>();
+    let (u, a, ctx) = (
+        |t: &str| format!("{{\"t\":\"u\",\"text\":\"{t}\"}}"),
+        r#"{"t":"a","text":"working"}"#,
+        r#"{"t":"ctx"}"#,
+    );
+    // After tool calls, the context record and the same prompt again: one turn.
+    let resent = lines(&[&u("go"), a, a, ctx, &u("go"), a, &u("next")]);
+    assert_eq!(user_prompts(&rule, &resent), ["go", "next"]);
+    // Without the context record the same text again is a prompt of its own (typed twice).
+    let typed_twice = lines(&[&u("go"), a, &u("go")]);
+    assert_eq!(user_prompts(&rule, &typed_twice), ["go", "go"]);
+    // Only the first prompt record after it decides: another prompt is one, and so is a later "go".
+    let other = lines(&[&u("go"), a, ctx, &u("stop"), a, &u("go")]);
+    assert_eq!(user_prompts(&rule, &other), ["go", "stop", "go"]);
+    // With no open turn, a prompt after it is a prompt.
+    assert_eq!(user_prompts(&rule, &lines(&[ctx, &u("go")])), ["go"]);
+    // Without `resends_prompt` the resent prompt is a second prompt.
+    assert_eq!(user_prompts(&rule_set(""), &resent), ["go", "go", "next"]);
+}
+
+#[test]
 fn a_skip_starts_no_earlier_than_its_earliest_line() {
     let skip = |extra: &str| {
         format!("  skip:\n    - from: {{ equals: {{ path: \"$.t\", value: meta }} }}\n      until: {{ equals: {{ path: \"$.t\", value: own }} }}\n{extra}")

@@ -239,6 +239,26 @@ fn cursor_ide_conversations_of_every_generation_are_found_with_their_projects_an
     assert_eq!(r["lastPrompt"], "/edit Apply this change", "{r}");
 }
 
+#[test]
+fn a_2023_chat_tab_is_one_session_whose_prompts_turns_and_the_sweep_agree_on() {
+    // Tab 51a8f2ac of the 2023 workspace: user bubbles 0, 2 and 4 (view lines 2, 4, 6; bubble 0 sent
+    // delegate.a, its rawText a stale quick-fix text), each answered, then the empty input box. Its
+    // latest prompt is its own last one, not another tab's.
+    let l = ide_world("cursor-2023");
+    point_workspaces_at(&l, &l.repo);
+    let prompts = [
+        (2, "Can you show me how I should refer to images in svelte?"),
+        (
+            4,
+            "Can you also implement it such that they're all red in verdana?",
+        ),
+        (6, "/edit Apply this change"),
+    ]
+    .map(|(n, p)| (n, p.to_string()));
+    let id = "51a8f2ac-65b7-4abf-a84f-b526b7f813d7";
+    crate::turn_fidelity::agree_and_capture(&l, "cursor", id, &prompts);
+}
+
 /// A composer's JSON and its bubbles, read from the global database.
 fn composer(c: &Connection, id: &str) -> Value {
     let v: String = c

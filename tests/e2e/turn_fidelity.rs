@@ -1,6 +1,7 @@
 //! Prompts of real sessions that are not JSONL transcripts of Claude Code or Codex (those are in the
 //! corpus, `corpus.rs`): a Cline task whose last message merges four sends, a 2025 Gemini CLI chat
-//! whose tool result is a user message, a 2025 Cursor CLI store whose prompts carry no <user_query>
+//! whose tool result is a user message, a 2025 Cursor CLI store whose prompts carry no <user_query>,
+//! Cursor agent transcripts of 2026 with background-task notices and a prompt resent mid-turn
 //! (tests/fixtures/real/PROVENANCE.md). For each, `capture sessions`, `capture turns` and the sweep
 //! agree: the same prompts, the latest the last of them, one run over the whole conversation and none
 //! once nothing changed. And the sweep decides on real JSONL parts as `capture turns` reads them: a
@@ -35,13 +36,22 @@ pub(crate) fn listed_and_read(
 
 /// `capture sessions` says what `capture turns` reads: as many prompts, the latest the last of them
 /// (cut as the turn index keeps it, 120 bytes); then a sweep starts one run for the session, over
-/// everything up to its last line, and a second sweep starts none.
-pub(crate) fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, String)]) {
+/// everything up to its last line, and a second sweep starts none. The conversation that run read.
+pub(crate) fn agree_and_capture(
+    l: &Live,
+    app: &str,
+    id: &str,
+    prompts: &[(u64, String)],
+) -> String {
     let (row, read) = listed_and_read(l, app, id);
     assert_eq!(read, prompts, "{row}");
     assert_eq!(row["userTurns"], prompts.len(), "{row}");
     let latest = &prompts.last().unwrap().1;
-    let cut = &latest[..latest.len().min(120)];
+    let mut end = latest.len().min(120);
+    while !latest.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = &latest[..end];
     assert_eq!(row["lastPrompt"], cut, "{row}");
     assert_eq!(
         row["projectDir"],
@@ -69,6 +79,7 @@ pub(crate) fn agree_and_capture(l: &Live, app: &str, id: &str, prompts: &[(u64, 
         started(&s).iter().all(|r| r["sessionId"] != id),
         "nothing new: {s}"
     );
+    conversation
 }
 
 pub(crate) fn fixture_dir(rel: &str) -> PathBuf {
@@ -198,37 +209,121 @@ fn a_new_part_of_only_compact_commands_starts_no_run_and_counts_no_prompt() {
     assert_eq!(l.calls().len(), 1, "one agent run, for the prompts");
 }
 
-// A shape no real file was found for (tests/fixtures/real/PROVENANCE.md): a synthetic file, written to
-// the client's shape as chat exports show it (tests/fixtures/README.md).
+/// Writes Cursor agent transcript `id` of July 2026 (tests/fixtures/real/PROVENANCE.md; the first
+/// `upto` lines, or all) under its own project slug, two hours old, the user vouching that the slug is
+/// the live repo (`[stores.slug_repos]`: the session ran in `d:\Elay_Backend-master`); its path. Read
+/// as a view, message n is line n + 1.
+fn cursor_2026(l: &Live, id: &str, upto: Option<usize>) -> PathBuf {
+    let from = fixture_dir(&format!(
+        "cursor/agent-2026/.cursor/projects/d-Elay-Backend-master/agent-transcripts/{id}/{id}.jsonl"
+    ));
+    let text = std::fs::read_to_string(from).unwrap();
+    let part: String = text
+        .split_inclusive('\n')
+        .take(upto.unwrap_or(usize::MAX))
+        .collect();
+    let path =
+        l.w.home()
+            .join(".cursor/projects/d-Elay-Backend-master")
+            .join(format!("agent-transcripts/{id}/{id}.jsonl"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    write_aged(&path, part.as_bytes(), HOURS_2);
+    let config = l.w.almanac_home().join("config.toml");
+    let mut conf = std::fs::read_to_string(&config).unwrap_or_default();
+    if !conf.contains("[stores.slug_repos]") {
+        let repo = l.repo.display();
+        conf.push_str(&format!(
+            "\n[stores.slug_repos]\n\"d-Elay-Backend-master\" = \"{repo}\"\n"
+        ));
+        std::fs::write(&config, conf).unwrap();
+    }
+    path
+}
 
 #[test]
-fn synthetic_cursor_background_task_notice_is_no_prompt() {
+fn cursor_background_task_notices_are_no_prompts() {
+    // One prompt (message 1); after the turn ends (11) Cursor writes its notice five times (12-16), one
+    // per background task that ended, and the agent reports on them (17-19): no prompt among them, but
+    // the agent's work, which the next run captures as a turn without a prompt.
     let l = live_world(3);
-    let id = "0c0ffee0-1111-4222-8333-444455556666";
-    let dir =
-        l.w.home()
-            .join(".cursor/projects/home-dev-proj/agent-transcripts")
-            .join(id);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        Path::new(FIXTURES).join(format!("synthetic/cursor-agent/{id}.jsonl")),
-        dir.join(format!("{id}.jsonl")),
-    )
-    .unwrap();
-    let (row, read) = listed_and_read(&l, "cursor", id);
+    let id = "a738cede-7729-4899-be30-793898dfca7e";
+    // Its view (message n is line n + 1) is what the sweep reports.
+    let of = |s: &serde_json::Value, list: &str| {
+        let found = s[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["sessionId"] == id);
+        found.cloned().unwrap_or_else(|| panic!("{s}"))
+    };
+    cursor_2026(&l, id, Some(11));
+    let s = l.sweep_args(&["--apps", "cursor"]);
+    l.wait_idle();
+    assert_eq!(of(&s, "started")["toLine"], 12, "{s}");
+    cursor_2026(&l, id, None);
+    let s = l.sweep_args(&["--apps", "cursor"]);
+    l.wait_idle();
+    let run = of(&s, "started");
     assert_eq!(
-        read,
-        [
-            (
-                2,
-                "run the test suite in the background and fix what fails".to_string()
-            ),
-            (6, "now commit it".to_string())
-        ],
-        "{row}"
+        (&run["fromLine"], &run["newTurns"]),
+        (&13.into(), &0.into()),
+        "{s}"
     );
-    assert_eq!(row["userTurns"], 2, "{row}");
-    assert_eq!(row["lastPrompt"], "now commit it", "{row}");
+    let conversation = l.conversation(run["runId"].as_str().unwrap());
+    let notice = "Briefly inform the user about the task result";
+    assert_eq!(
+        conversation
+            .matches(&format!("not a prompt: {notice}"))
+            .count(),
+        5,
+        "{conversation}"
+    );
+    assert!(
+        !conversation.contains(&format!("user:\n{notice}")),
+        "{conversation}"
+    );
+    assert!(
+        conversation.contains("The indexing run finished successfully."),
+        "{conversation}"
+    );
+    let (row, read) = listed_and_read(&l, "cursor", id);
+    assert_eq!(read, [(2, "index this project".to_string())], "{row}");
+    assert_eq!(row["userTurns"], 1, "{row}");
+    assert_eq!(row["lastPrompt"], "index this project", "{row}");
+    assert_eq!(l.calls().len(), 2, "two agent runs");
+}
+
+#[test]
+fn cursor_prompt_resent_after_subagent_context_is_one_prompt() {
+    // Lines 91-115, 158-159 and 196-212 of a session. The prompt at message 4 is answered by tool calls
+    // (5-20); then Cursor writes its <available_subagent_types> context (21) and the same prompt again
+    // (22), and the agent goes on with the task. Two notices (29, 30) after the turn at 27 ends.
+    let l = live_world(3);
+    let id = "428031b4-ee27-4ebc-aa88-7c3c24704831";
+    cursor_2026(&l, id, None);
+    let commit = "همه رو کامیت رو کن بعد شروع کن";
+    let prompts = [
+        (
+            1,
+            "/phase-cycle\n/orchestrator use this in all phases you implement  \nStart: next\nMode: all-remaining\nFeature: Mobile Forms Hub",
+        ),
+        (4, commit),
+        (27, "شروع کن stage 2 رو و تا وقتی  همه تست ها موفق نبودن توقف نکن"),
+        (35, "یه گزارش بهم بده از اینکه چه تست هایی بود و پیاده شد"),
+        (
+            39,
+            "خب اگه از پاس بودن تست های خودت مطمعنی بیا اول پوش کن  و با dev مرج کن این برنچ رو .",
+        ),
+    ]
+    .map(|(n, p)| (n + 1, p.to_string()));
+    let conversation = agree_and_capture(&l, "cursor", id, &prompts);
+    // The conversation the capture agent read shows the resent prompt once, and no notice as a prompt.
+    assert_eq!(conversation.matches(commit).count(), 1, "{conversation}");
+    assert!(
+        !conversation.contains("user:\nBriefly inform"),
+        "{conversation}"
+    );
+    assert_eq!(l.calls().len(), 1, "one agent run");
 }
 
 /// Writes the first `upto` lines of corpus file `rel` (its cwd made the live repo) at `path`, two

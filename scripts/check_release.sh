@@ -9,7 +9,8 @@
 # - the shell installer installs from a local web server and from a directory into a scratch HOME, and
 #   refuses a damaged archive;
 # - the npm packages install from their tarballs, globally into a scratch prefix and into a project for
-#   `npx almanac`, and run the Linux binary;
+#   `npx almanac`, and run the Linux binary; published to a local registry (verdaccio, named by
+#   ALMANAC_VERDACCIO), `npm install -g codealmanac` takes the Linux x64 package and no other;
 # - the Homebrew formula names each archive with its checksum and installs from it
 #   (scripts/check_formula.rb);
 # and leaves the Windows archive's almanac.exe in DIST for the wine smoke suite.
@@ -26,7 +27,12 @@ scripts/release.sh --out "$DIST"
 DIST=$(cd "$DIST" && pwd)
 SCRATCH=$(mktemp -d)
 SERVER=
-cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$SCRATCH"; }
+REGISTRY=
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
+  [ -n "$REGISTRY" ] && kill "$REGISTRY" 2>/dev/null
+  rm -rf "$SCRATCH"
+}
 trap cleanup EXIT
 
 (cd "$DIST" && sha256sum --quiet -c SHA256SUMS) || fail "SHA256SUMS does not match the archives"
@@ -105,6 +111,42 @@ mkdir -p "$proj"
 (cd "$proj" && npm init -y >/dev/null && npm install "${NPM_OPTS[@]}" "$tgz_linux" "$tgz_main" \
   && [ "$(HOME="$SCRATCH/home" npx --no-install almanac --version)" = "almanac $VERSION (commit $COMMIT)" ]) \
   || fail "npx almanac --version did not run the Linux binary"
+
+# The npm packages as users get them: all six published to a local registry (verdaccio, offline, in
+# scratch storage), then `npm install -g codealmanac` must take the one platform package whose os, cpu
+# and libc fit this machine, and no other, and the launcher must run its binary.
+VERDACCIO="${ALMANAC_VERDACCIO:-}"
+[ -x "$VERDACCIO" ] || fail "ALMANAC_VERDACCIO must name verdaccio's binary (npm install --prefix DIR verdaccio@6; then DIR/node_modules/.bin/verdaccio) for the registry check"
+REG_DIR="$SCRATCH/registry"
+mkdir -p "$REG_DIR"
+cat >"$REG_DIR/config.yaml" <<CONFIG
+storage: $REG_DIR/storage
+auth: { htpasswd: { file: $REG_DIR/htpasswd, max_users: -1 } }
+uplinks: {}
+packages: { '**': { access: \$all, publish: \$anonymous } }
+log: { type: stdout, format: pretty, level: warn }
+CONFIG
+reg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+REG="http://127.0.0.1:$reg_port"
+"$VERDACCIO" --config "$REG_DIR/config.yaml" --listen "127.0.0.1:$reg_port" >"$REG_DIR/log" 2>&1 &
+REGISTRY=$!
+for _ in $(seq 100); do curl -fsS -o /dev/null "$REG/-/ping" 2>/dev/null && break; sleep 0.1; done
+curl -fsS -o /dev/null "$REG/-/ping" || fail "verdaccio did not start: $(cat "$REG_DIR/log")"
+# verdaccio lets anyone publish here; npm still wants a token to send.
+REG_OPTS=("${NPM_OPTS[@]}" --registry "$REG" "--//127.0.0.1:$reg_port/:_authToken=local")
+for tgz in "$DIST"/npm/codealmanac-*-"$VERSION".tgz "$tgz_main"; do
+  npm publish "${REG_OPTS[@]}" "$tgz" >/dev/null || fail "npm publish $tgz to the local registry failed"
+done
+P2="$SCRATCH/npm-registry-prefix"
+npm install -g "${REG_OPTS[@]}" --prefix "$P2" "codealmanac@$VERSION" \
+  || fail "npm install -g codealmanac@$VERSION from the local registry failed"
+[ "$(HOME="$SCRATCH/home" "$P2/bin/almanac" --version)" = "almanac $VERSION (commit $COMMIT)" ] \
+  || fail "almanac installed from the registry does not run"
+got=$(cd "$P2/lib/node_modules" && find . -name package.json -path '*/codealmanac-*/package.json' \
+  | sed -E 's#.*/(codealmanac-[a-z0-9-]+)/package.json$#\1#' | sort -u | tr '\n' ' ')
+[ "$got" = "codealmanac-linux-x64 " ] || fail "npm installed these platform packages: ${got:-none}; only codealmanac-linux-x64 fits"
+kill "$REGISTRY" 2>/dev/null || true
+REGISTRY=
 
 # The Homebrew formula.
 ruby scripts/check_formula.rb "$DIST/almanac.rb" "$DIST"

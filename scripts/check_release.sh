@@ -145,6 +145,10 @@ npm install -g "${REG_OPTS[@]}" --prefix "$P2" "codealmanac@$VERSION" \
 got=$(cd "$P2/lib/node_modules" && find . -name package.json -path '*/codealmanac-*/package.json' \
   | sed -E 's#.*/(codealmanac-[a-z0-9-]+)/package.json$#\1#' | sort -u | tr '\n' ' ')
 [ "$got" = "codealmanac-linux-x64 " ] || fail "npm installed these platform packages: ${got:-none}; only codealmanac-linux-x64 fits"
+# The README's way to try it without installing, outside any project.
+mkdir -p "$SCRATCH/elsewhere"
+[ "$(cd "$SCRATCH/elsewhere" && HOME="$SCRATCH/home" npx --yes "${REG_OPTS[@]}" "codealmanac@$VERSION" --version)" \
+  = "almanac $VERSION (commit $COMMIT)" ] || fail "npx codealmanac --version did not run almanac"
 kill "$REGISTRY" 2>/dev/null || true
 REGISTRY=
 

@@ -20,6 +20,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIST="${1:?usage: check_release.sh DIST}"
 fail() { echo "check_release: $*" >&2; exit 1; }
+# A TCP port free on 127.0.0.1, for a local server.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Waits up to 10 s for URL to answer; whether it did.
+answers() {
+  for _ in $(seq 100); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
 
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 COMMIT=$(git rev-parse --short=12 HEAD)
@@ -68,10 +75,10 @@ file -b "$U/x86_64-pc-windows-gnu/almanac-x86_64-pc-windows-gnu/almanac.exe" | g
 for f in install.sh install.ps1; do [ -f "$DIST/$f" ] || fail "$f is not in $DIST"; done
 
 # The shell installer, from a local web server, into a scratch HOME whose bin is not on PATH.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 python3 -m http.server --bind 127.0.0.1 --directory "$DIST" "$port" >"$SCRATCH/http.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$port/SHA256SUMS" 2>/dev/null && break; sleep 0.1; done
+answers "http://127.0.0.1:$port/SHA256SUMS" || fail "the local web server did not start: $(cat "$SCRATCH/http.log")"
 H="$SCRATCH/installer-home"
 mkdir -p "$H"
 out=$(env -i HOME="$H" PATH=/usr/bin:/bin SHELL=/bin/bash ALMANAC_DOWNLOAD_BASE="http://127.0.0.1:$port" sh "$DIST/install.sh")
@@ -126,12 +133,11 @@ uplinks: {}
 packages: { '**': { access: \$all, publish: \$anonymous } }
 log: { type: stdout, format: pretty, level: warn }
 CONFIG
-reg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+reg_port=$(free_port)
 REG="http://127.0.0.1:$reg_port"
 "$VERDACCIO" --config "$REG_DIR/config.yaml" --listen "127.0.0.1:$reg_port" >"$REG_DIR/log" 2>&1 &
 REGISTRY=$!
-for _ in $(seq 100); do curl -fsS -o /dev/null "$REG/-/ping" 2>/dev/null && break; sleep 0.1; done
-curl -fsS -o /dev/null "$REG/-/ping" || fail "verdaccio did not start: $(cat "$REG_DIR/log")"
+answers "$REG/-/ping" || fail "verdaccio did not start: $(cat "$REG_DIR/log")"
 # verdaccio lets anyone publish here; npm still wants a token to send.
 REG_OPTS=("${NPM_OPTS[@]}" --registry "$REG" "--//127.0.0.1:$reg_port/:_authToken=local")
 for tgz in "$DIST"/npm/codealmanac-*-"$VERSION".tgz "$tgz_main"; do

@@ -29,9 +29,9 @@ pub(super) struct Builder<'a> {
     /// ...the latest kept as text until a checkpoint asks (a buffer reused prompt after prompt, not a
     /// shared string made for each): `prompts.1` when None.
     pub(super) latest: Option<String>,
-    /// `turns.resends_prompt`: the running turn's prompt (cut as kept), announced on this line to be
+    /// `turns.resends_prompt`: the line of the record announcing that the running turn's prompt is
     /// written again; the next prompt record decides whether it is that prompt.
-    pub(super) resent: Option<(u64, String)>,
+    pub(super) resent: Option<u64>,
     /// Whether a checkpoint keeps the running turn's prompt once it is answered (`resends_prompt`
     /// compares with it); otherwise only an unanswered one's, which a repeat or a queue compares with.
     pub(super) keep_answered_prompt: bool,
@@ -134,7 +134,7 @@ impl<'a> Builder<'a> {
         self.sent = c.held.iter().filter(|h| h.sent).cloned().collect();
         self.prompts = (c.first_prompt.clone(), c.last_prompt.clone());
         self.latest = None;
-        self.resent = c.resent.clone().map(|p| (c.line, p));
+        self.resent = c.resent.then_some(c.line);
         self.current = c.open.as_ref().map(|o| Current {
             rec: TurnRecord {
                 kind: "turn",
@@ -179,7 +179,7 @@ impl<'a> Builder<'a> {
                 })
                 .collect(),
             armed: skipper.armed.clone(),
-            resent: self.resent.as_ref().map(|(_, p)| p.clone()),
+            resent: self.resent.is_some(),
             first_prompt: self.prompts.0.clone(),
             last_prompt: match &self.latest {
                 Some(l) => Some(l.as_str().into()),
@@ -190,23 +190,20 @@ impl<'a> Builder<'a> {
 
     /// A `turns.resends_prompt` record on `line`: the app writes the running turn's prompt again next.
     pub(super) fn resend(&mut self, line: u64) {
-        self.resent = self
-            .current
-            .as_ref()
-            .and_then(|c| c.rec.user.clone())
-            .map(|u| (line, u));
+        self.resent = Some(line);
     }
 
     /// Whether the prompt `text` on `line` is the running turn's prompt written again after a
     /// `resends_prompt` record (not a new prompt). The first prompt record after that record decides.
     pub(super) fn resent(&mut self, line: u64, text: &str) -> bool {
-        match &self.resent {
-            Some((at, _)) if *at < line => self
-                .resent
-                .take()
-                .is_some_and(|(_, p)| p == cut_str(text, self.opts.user_max).0),
-            _ => false,
+        if self.resent.is_none_or(|at| at >= line) {
+            return false;
         }
+        self.resent = None;
+        let key = cut_str(text, self.opts.user_max).0;
+        self.current
+            .as_ref()
+            .is_some_and(|c| c.rec.user.as_deref() == Some(key))
     }
 
     /// A user prompt on `line`; `queued` when its record is a queue entry.

@@ -165,10 +165,10 @@ pub struct Checkpoint {
     pub held: Vec<HeldPrompt>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub armed: Vec<bool>,
-    /// `turns.resends_prompt` was read last: the running turn's prompt, which the next prompt record
-    /// may write again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resent: Option<String>,
+    /// A `turns.resends_prompt` record was read since the last prompt: the next prompt record may
+    /// be the open turn's prompt written again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resent: bool,
     /// The first and the latest user prompt read so far, each cut to `CHECKPOINT_PROMPT_BYTES`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_prompt: Option<Prompt>,

@@ -157,12 +157,14 @@ fn read_prompt(path: &str) -> Result<String, String> {
     }
 }
 
-/// The most of a run's conversation file read to check it (a part is chunked far below this).
+/// The most of a run's conversation file read (a part is chunked far below this).
 const MAX_RUN_CONVERSATION_BYTES: u64 = 256 << 20;
 
-/// The run's conversation (`runs/<run-id>.transcript.md`) is the one queued: the agent of an earlier run
-/// may write under `.almanac/`, and what the agent reads decides what the cursor moves past.
-fn check_conversation(path: &Path, want: &str) -> Result<(), String> {
+/// The run's conversation (`runs/<run-id>.transcript.md`) as it was queued, read once: the agent of an
+/// earlier run may write under `.almanac/`, and a process it left behind may replace the file at any
+/// time, so the text checked is the text the agent is given (`with_conversation`), never the file read
+/// again by path.
+fn sealed_conversation(path: &Path, want: &str) -> Result<String, String> {
     use sha2::Digest;
     let changed = |why: String| {
         format!(
@@ -171,22 +173,40 @@ fn check_conversation(path: &Path, want: &str) -> Result<(), String> {
             path.display()
         )
     };
-    let f = crate::util::untrusted::open_regular(path).map_err(|e| changed(e.to_string()))?;
-    let mut h = sha2::Sha256::new();
-    let n = std::io::copy(
-        &mut std::io::Read::take(f, MAX_RUN_CONVERSATION_BYTES + 1),
-        &mut h,
-    )
-    .map_err(|e| changed(format!("cannot be read: {e}")))?;
-    let got = format!("sha256:{}", crate::util::ids::hex(&h.finalize()));
-    match n <= MAX_RUN_CONVERSATION_BYTES && got == want {
-        true => Ok(()),
-        false => Err(changed(
+    let bytes = crate::util::untrusted::read_capped(path, MAX_RUN_CONVERSATION_BYTES)
+        .map_err(|e| changed(format!("cannot be read: {e}")))?;
+    let got = format!(
+        "sha256:{}",
+        crate::util::ids::hex(&sha2::Sha256::digest(&bytes))
+    );
+    match (got == want, String::from_utf8(bytes)) {
+        (true, Ok(text)) => Ok(text),
+        _ => Err(changed(
             "is not the conversation that was queued (changed since, by an agent of an earlier run?)"
                 .into(),
         )),
     }
 }
+
+/// The prompt with the sealed conversation in it, before its last line (the run marker, which must end
+/// the first prompt: `exclude_when` knows almanac's own runs by it). Every line of a transcript's text is
+/// indented in the conversation (`turns::text`), so the end line below cannot be forged.
+pub fn with_conversation(prompt: &str, conversation: &str) -> String {
+    let marker = format!("\n{} ", super::prompt::MARKER);
+    let at = prompt.rfind(&marker).map_or(prompt.len(), |i| i + 1);
+    let (head, tail) = prompt.split_at(at);
+    format!(
+        "{}\n\n{CONVERSATION_BEGINS}\n{}\n{CONVERSATION_ENDS}\n\n{tail}",
+        head.trim_end(),
+        conversation.trim_end()
+    )
+}
+
+/// The lines around the conversation in the prompt an agent is given.
+pub const CONVERSATION_BEGINS: &str =
+    "The conversation to capture follows, as almanac rendered and sealed it when this run was queued \
+     (the file named above holds the same text; read this copy):\n\n=== conversation begins ===";
+pub const CONVERSATION_ENDS: &str = "=== conversation ends ===";
 
 /// Runs `def` for one capture run: fills the placeholders from the run record and the prompt file,
 /// generates a preset session id when the profile says the agent accepts one, logs the argv (prompt
@@ -227,15 +247,19 @@ pub fn invoke(
         &crate::ledger::runs_dir(Path::new(&record.repo_root)),
         &record.run_id,
     );
-    if let Some(want) = &record.conversation_sha256 {
-        if let Err(error) = check_conversation(&conversation, want) {
-            let _ = writeln!(w, "{} almanac: {error}", now_iso());
-            return Outcome {
-                prompt_changed: true,
-                ..Outcome::not_started(error)
-            };
-        }
-    }
+    let prompt_text = match &record.conversation_sha256 {
+        Some(want) => match sealed_conversation(&conversation, want) {
+            Ok(text) => with_conversation(&prompt_text, &text),
+            Err(error) => {
+                let _ = writeln!(w, "{} almanac: {error}", now_iso());
+                return Outcome {
+                    prompt_changed: true,
+                    ..Outcome::not_started(error)
+                };
+            }
+        },
+        None => prompt_text,
+    };
     let mut vars: HashMap<&str, String> = HashMap::new();
     vars.insert("prompt", prompt_text);
     vars.insert(

@@ -10,6 +10,7 @@
 use crate::rules::views::VIEW_HEADER;
 use crate::rules::RuleSet;
 use crate::turns::render::{self, Cite, Shown};
+use crate::turns::text::quoted;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -20,6 +21,9 @@ pub const EARLIER_MIN: u64 = 2 * 1024;
 pub const EARLIER_MAX: u64 = 16 * 1024;
 /// Earlier prompts read at most (the latest of them kept).
 const EARLIER_READ_MAX: usize = 1000;
+/// The most of the latest answer before the new part shown (its end), within the earlier part's
+/// budget (at most half of it): what the new part's first prompt ("do option 1", "proceed") answers.
+pub const EARLIER_ANSWER_MAX: usize = 2 * 1024;
 /// What a rendering adds to its part's entries, at most: its header and the footer.
 pub const HEADER_BYTES: u64 = 1024;
 
@@ -94,13 +98,14 @@ pub fn write(part: &Part<'_>, out: &mut dyn Write) -> io::Result<Written> {
     let mut head = String::new();
     head.push_str(&format!(
         "# Conversation to capture: {} session {}\n\n",
-        rule.name, part.session_id
+        rule.name,
+        quoted(part.session_id)
     ));
     let (what, range) = match views {
         true => (
             format!(
                 "the app's store (almanac's copy of the session: {})",
-                part.transcript.display()
+                quoted(&part.transcript.display().to_string())
             ),
             format!(
                 "Messages {} to {}",
@@ -123,12 +128,14 @@ pub fn write(part: &Part<'_>, out: &mut dyn Write) -> io::Result<Written> {
         false => part.transcript.display().to_string(),
     };
     head.push_str(&format!(
-        "almanac rendered this from {what}:\n  {original}\n{range} are the new part, in full below: every \
-         prompt and answer, each tool call with its main argument, the first {} characters and the size of \
-         each tool result. Each entry starts with where it is ({}); read the original there only for what \
-         an entry shows cut.\n",
+        "almanac rendered this from {what}:\n  {}\n{range} are the new part, below in full: prompts and \
+         answers, each tool call with its main argument, each result's start ({} characters) and size. {}: \
+         read the original there for what an entry cut. Only almanac's headings (`[{}] user:`, `## …`) \
+         start a line; the session's text is indented or follows a heading.\n",
+        quoted(&original),
         render::RESULT_HEAD,
-        cite.legend()
+        cite.legend(),
+        cite.at(124)
     ));
     out.write_all(head.as_bytes())?;
     let mut bytes = head.len() as u64;
@@ -156,7 +163,40 @@ pub fn write(part: &Part<'_>, out: &mut dyn Write) -> io::Result<Written> {
     })
 }
 
-/// The prompts before the part, within `budget` bytes: the first one and the latest that fit.
+/// What the part before a new part leaves for its context, besides its prompts: the latest answer.
+#[derive(Default)]
+struct Before {
+    /// The latest assistant text (its end), its line and whether it was cut; none once a prompt
+    /// follows it.
+    answer: Option<(u64, String, bool)>,
+}
+
+impl crate::turns::Sink for Before {
+    const RENDERS: bool = true;
+    const CALLS: bool = false;
+
+    fn prompt(&mut self, _line: u64, _text: &str, _queued: bool, _label: Option<&str>) {
+        self.answer = None;
+    }
+
+    fn answer(&mut self, line: u64, text: &str, _group: Option<&str>) {
+        let cut = text.len() > EARLIER_ANSWER_MAX;
+        let tail = match cut {
+            true => {
+                let mut at = text.len() - EARLIER_ANSWER_MAX;
+                while !text.is_char_boundary(at) {
+                    at += 1;
+                }
+                &text[at..]
+            }
+            false => text,
+        };
+        self.answer = Some((line, tail.to_string(), cut));
+    }
+}
+
+/// The prompts before the part, within `budget` bytes: the first one and the latest that fit; then
+/// the latest answer before the part (its end), which the part's first prompt may answer.
 fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) -> io::Result<u64> {
     let Some(turns) = &part.rule.turns else {
         return Ok(0);
@@ -167,7 +207,35 @@ fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) 
         max_turns: EARLIER_READ_MAX,
         ..crate::turns::Options::default()
     };
-    let t = crate::turns::extract(part.rule, turns, f.take(part.from_byte), 1, 0, &opts)?;
+    let mut r = crate::turns::Reader::with_sink(part.rule, turns, 1, 0, &opts, Before::default());
+    let mut lines = crate::util::lines::LineReader::new(f.take(part.from_byte));
+    while let Some(l) = lines.next_line_salvaged()? {
+        if !l.terminated {
+            break;
+        }
+        r.line(l.number, l.end, l.bytes);
+    }
+    let (t, before) = r.finish_with_sink(lines.bytes_read());
+    // The latest answer's end first, within half the budget; the prompts in what is left.
+    let answer = before
+        .answer
+        .filter(|(_, a, _)| !a.trim().is_empty())
+        .map(|(line, a, cut)| {
+            let room = (budget as usize / 2).min(EARLIER_ANSWER_MAX);
+            let a = a.trim();
+            let mut at = a.len().saturating_sub(room);
+            while !a.is_char_boundary(at) {
+                at += 1;
+            }
+            let block = crate::turns::text::indented(&a[at..]);
+            let head = format!(
+                "The agent's latest answer before the new part, [{}]{}:\n",
+                cite.at(line),
+                if cut || at > 0 { " (its end)" } else { "" },
+            );
+            head + &block
+        });
+    let budget = budget.saturating_sub(answer.as_ref().map_or(0, |a| a.len() as u64));
     let entries: Vec<String> = t
         .records
         .iter()
@@ -218,6 +286,9 @@ fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) 
             }
             false => {}
         }
+    }
+    if let Some(a) = answer {
+        text.push_str(&a);
     }
     out.write_all(text.as_bytes())?;
     Ok(text.len() as u64)

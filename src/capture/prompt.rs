@@ -12,6 +12,7 @@
 //! link, not a regular file or larger than `MAX_PROMPT_BYTES` is never read.
 
 use crate::ledger::RunRecord;
+use crate::turns::text::quoted;
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../prompts/capture.md");
@@ -245,8 +246,9 @@ pub fn render(
     p.push_str("\n\n");
     // The agent may run elsewhere than the repo root (codex's workspace is the wiki itself).
     p.push_str(&format!(
-        "The repository is {}; its wiki is {}/.almanac/.\n",
-        run.repo_root, run.repo_root
+        "The repository is {}; its wiki is {}.\n",
+        quoted(&run.repo_root),
+        quoted(&format!("{}/.almanac/", run.repo_root))
     ));
     match conversation {
         Some(path) if views => p.push_str(&messages_range(run, path)),
@@ -303,20 +305,23 @@ pub fn render(
 fn transcript_is(run: &RunRecord) -> String {
     format!(
         "This transcript is from app {}, session {}:\n  {}\n\n",
-        run.app, run.session_id, run.transcript_path
+        run.app,
+        quoted(&run.session_id),
+        quoted(&run.transcript_path)
     )
 }
 
 /// The transcript, and the rendering of its new part the agent reads.
 fn rendered(run: &RunRecord, conversation: &Path) -> String {
     format!(
-        "{}almanac rendered the part to capture as readable text; read it:\n  {}\nIt holds the whole new \
+        "{}almanac rendered the part to capture as readable text, at the end of this prompt (a copy is in \
+         {}). It holds the whole new \
          part (lines {} to {}) in full: every prompt and answer, each tool call with its main argument, the \
          start and size of each tool result, and, for context, the session's earlier prompts. Each entry \
          names its line in the transcript ([L123] is line 123); open the transcript at that line only for \
          what an entry shows cut.\n\n",
         transcript_is(run),
-        conversation.display(),
+        quoted(&conversation.display().to_string()),
         run.from_line,
         run.to_line
     )
@@ -362,10 +367,10 @@ fn messages_range(run: &RunRecord, path: &Path) -> String {
     let last = run.to_line.saturating_sub(1);
     let mut p = format!(
         "This conversation is from app {}, session {}; almanac wrote it out as readable text, each entry \
-         naming its message ([M12] is message 12), in:\n  {}\n\n",
+         naming its message ([M12] is message 12), at the end of this prompt (a copy is in {}).\n\n",
         run.app,
-        run.session_id,
-        path.display()
+        quoted(&run.session_id),
+        quoted(&path.display().to_string())
     );
     if run.from_start == Some(true) || first <= 1 {
         let again = if run.from_start == Some(true) {
@@ -387,6 +392,6 @@ fn messages_range(run: &RunRecord, path: &Path) -> String {
 
 /// A prompt excerpt on one line and quoted.
 fn quote(s: &str) -> String {
-    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = crate::turns::text::one_line(s, usize::MAX);
     format!("\"{}\"", one_line.replace('"', "'"))
 }

@@ -213,11 +213,13 @@ fn read_some<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
-/// A line begun in an earlier buffer: its bytes (while they fit `MAX_LINE_BYTES`) and its length.
+/// A line begun in an earlier buffer: its bytes (while they fit `MAX_LINE_BYTES`; past that, the
+/// compact copy `util::salvage` makes of a line too long to keep) and its length.
 #[derive(Default)]
 struct Carry {
     bytes: Vec<u8>,
     len: usize,
+    big: Option<crate::util::salvage::Compactor>,
 }
 
 impl Carry {
@@ -225,21 +227,40 @@ impl Carry {
     fn keep(&mut self, tail: &[u8]) {
         if self.len == 0 {
             self.bytes.clear();
+            self.big = None;
         }
         self.len += tail.len();
-        match self.len < crate::util::lines::MAX_LINE_BYTES {
-            true => self.bytes.extend_from_slice(tail),
-            false => self.bytes.clear(),
+        if let Some(c) = &mut self.big {
+            return c.push(tail);
         }
+        if self.len < crate::util::lines::MAX_LINE_BYTES {
+            return self.bytes.extend_from_slice(tail);
+        }
+        let mut c = crate::util::salvage::Compactor::default();
+        c.push(&self.bytes);
+        c.push(tail);
+        self.bytes.clear();
+        self.big = Some(c);
     }
 
     /// The line that ends with `last` (its bytes in this buffer, before the newline), as the line
     /// reader gives it; what was carried is spent.
     fn line<'b>(&'b mut self, last: &'b [u8]) -> &'b [u8] {
         let carried = std::mem::take(&mut self.len);
-        // Longer than the reader keeps, its newline counted: given empty.
+        // Longer than the reader keeps, its newline counted: its compact copy, as the reader's.
         if carried + last.len() >= crate::util::lines::MAX_LINE_BYTES {
-            return &[];
+            let mut c = match (self.big.take(), carried) {
+                (Some(c), _) => c,
+                (None, 0) => Default::default(),
+                (None, _) => {
+                    let mut c = crate::util::salvage::Compactor::default();
+                    c.push(&self.bytes);
+                    c
+                }
+            };
+            c.push(crate::util::lines::without_cr(last));
+            self.bytes = c.finish().unwrap_or_default();
+            return &self.bytes;
         }
         if carried == 0 {
             return crate::util::lines::without_cr(last);

@@ -3,7 +3,7 @@
 
 use super::compile::{predicate, Ctx};
 use super::compiled::*;
-use super::conversation::{ResultRule, TextSource, ToolRule};
+use super::conversation::{ResultRule, Script, TextSource, ToolRule};
 use super::raw::*;
 
 pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]) -> TurnsRule {
@@ -37,56 +37,6 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
             })
         })
         .collect();
-    let texts = |cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]| -> Vec<TurnText> {
-        list.iter()
-            .enumerate()
-            .filter_map(|(i, t)| {
-                let f = format!("turns.{field}[{i}]");
-                let when = match &t.when {
-                    Some(w) => Some(predicate(cx, &format!("{f}.when"), w)?),
-                    None => None,
-                };
-                let paths: Vec<Option<JsonPath>> = t
-                    .text
-                    .iter()
-                    .enumerate()
-                    .map(|(j, p)| cx.path(&format!("{f}.text[{j}]"), p))
-                    .collect();
-                let group = match &t.group {
-                    Some(g) => Some(cx.path(&format!("{f}.group"), g)?),
-                    None => None,
-                };
-                let placeholder = match &t.placeholder {
-                    Some(ph) => Some((
-                        predicate(cx, &format!("{f}.placeholder.when"), &ph.when)?,
-                        ph.text.clone(),
-                    )),
-                    None => None,
-                };
-                let extract = match &t.extract {
-                    Some(re) => Some(cx.regex(&format!("{f}.extract"), re)?),
-                    None => None,
-                };
-                if t.each_match && extract.is_none() {
-                    cx.err(
-                        format!("{f}.each_match"),
-                        "each_match needs an `extract` regex: it makes each of its matches a prompt",
-                        "add `extract:` (the wrapper around each prompt), or remove each_match",
-                    );
-                    return None;
-                }
-                Some(TurnText {
-                    when,
-                    text: paths.into_iter().collect::<Option<Vec<_>>>()?,
-                    group,
-                    queued: t.queued,
-                    placeholder,
-                    extract,
-                    each_match: t.each_match,
-                })
-            })
-            .collect()
-    };
     let user = texts(cx, "user", &t.user);
     let queue = t.queue.as_ref().and_then(|q| {
         let one = |cx: &mut Ctx<'_>, name: &str, p: &Option<super::raw::RawPredicate>| match p {
@@ -111,6 +61,8 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
     let assistant = texts(cx, "assistant", &t.assistant);
     let tools = tool_rules(cx, &t.tools);
     let results = result_rules(cx, &t.results);
+    let thinking = texts(cx, "thinking", &t.thinking);
+    let reports = texts(cx, "reports", &t.reports);
     let mut rule = TurnsRule {
         ignore,
         merge_repeated_prompts: t.merge_repeated_prompts,
@@ -121,6 +73,8 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
         assistant,
         tools,
         results,
+        thinking,
+        reports,
         reads: super::needs::Need::All,
         render_reads: super::needs::Need::All,
         filter: None,
@@ -129,6 +83,67 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
     rule.render_reads = rule.render_needs(timestamps);
     rule.filter = Some(super::prefilter::Prefilter::new(&rule));
     rule
+}
+
+/// `turns.user`, `assistant`, `thinking` or `reports` (`field`): where each finds its text.
+fn texts(cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]) -> Vec<TurnText> {
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let f = format!("turns.{field}[{i}]");
+            let when = match &t.when {
+                Some(w) => Some(predicate(cx, &format!("{f}.when"), w)?),
+                None => None,
+            };
+            let paths: Vec<Option<JsonPath>> = t
+                .text
+                .iter()
+                .enumerate()
+                .map(|(j, p)| cx.path(&format!("{f}.text[{j}]"), p))
+                .collect();
+            let group = match &t.group {
+                Some(g) => Some(cx.path(&format!("{f}.group"), g)?),
+                None => None,
+            };
+            let placeholder = match &t.placeholder {
+                Some(ph) => Some((
+                    predicate(cx, &format!("{f}.placeholder.when"), &ph.when)?,
+                    ph.text.clone(),
+                )),
+                None => None,
+            };
+            let extract = match &t.extract {
+                Some(re) => Some(cx.regex(&format!("{f}.extract"), re)?),
+                None => None,
+            };
+            if t.each_match && extract.is_none() {
+                cx.err(
+                    format!("{f}.each_match"),
+                    "each_match needs an `extract` regex: it makes each of its matches a prompt",
+                    "add `extract:` (the wrapper around each prompt), or remove each_match",
+                );
+                return None;
+            }
+            if t.label.is_some() && !matches!(field, "user" | "reports") {
+                cx.err(
+                    format!("{f}.label"),
+                    "only a prompt or a report is shown with a label",
+                    "remove `label`, or move the entry to `turns.user` or `turns.reports`",
+                );
+                return None;
+            }
+            Some(TurnText {
+                when,
+                text: paths.into_iter().collect::<Option<Vec<_>>>()?,
+                group,
+                queued: t.queued,
+                placeholder,
+                extract,
+                each_match: t.each_match,
+                label: t.label.clone(),
+            })
+        })
+        .collect()
 }
 
 /// `turns.tools`: each call's name and main argument.
@@ -141,11 +156,33 @@ fn tool_rules(cx: &mut Ctx<'_>, list: &[RawTool]) -> Vec<ToolRule> {
             let each = optional_path(cx, &format!("{f}.each"), tool.each.as_deref())?;
             let name = cx.path(&format!("{f}.name"), &tool.name);
             let argument = text_sources(cx, &format!("{f}.argument"), &tool.argument, true);
+            let reason = text_sources(cx, &format!("{f}.reason"), &tool.reason, true);
+            let script = match &tool.script {
+                Some(sc) => {
+                    let path = cx.path(&format!("{f}.script.path"), &sc.path);
+                    let call = cx.regex(&format!("{f}.script.call"), &sc.call);
+                    let argument =
+                        text_sources(cx, &format!("{f}.script.argument"), &sc.argument, true);
+                    let reason = text_sources(cx, &format!("{f}.script.reason"), &sc.reason, true);
+                    Some(Script {
+                        path: path?,
+                        call: call?,
+                        argument: argument?,
+                        reason: reason?,
+                    })
+                }
+                None => None,
+            };
+            if tool.script.is_some() && script.is_none() {
+                return None;
+            }
             Some(ToolRule {
                 when,
                 each,
                 name: name?,
                 argument: argument?,
+                reason: reason?,
+                script,
             })
         })
         .collect()
@@ -159,8 +196,26 @@ fn result_rules(cx: &mut Ctx<'_>, list: &[RawResult]) -> Vec<ResultRule> {
             let f = format!("turns.results[{i}]");
             let when = optional_predicate(cx, &format!("{f}.when"), r.when.as_ref())?;
             let each = optional_path(cx, &format!("{f}.each"), r.each.as_deref())?;
-            let text = text_sources(cx, &format!("{f}.text"), &r.text, false)?;
-            Some(ResultRule { when, each, text })
+            let text = text_sources(cx, &format!("{f}.text"), &r.text, false);
+            let failed = optional_predicate(cx, &format!("{f}.failed"), r.failed.as_ref());
+            let exit_code = text_sources(cx, &format!("{f}.exit_code"), &r.exit_code, false);
+            let error = text_sources(cx, &format!("{f}.error"), &r.error, false);
+            let mut regex = |name: &str, re: &Option<String>| match re {
+                Some(re) => cx.regex(&format!("{f}.{name}"), re).map(Some),
+                None => Some(None),
+            };
+            let preamble = regex("preamble", &r.preamble);
+            let brief = regex("brief", &r.brief);
+            Some(ResultRule {
+                when,
+                each,
+                text: text?,
+                failed: failed?,
+                exit_code: exit_code?,
+                error: error?,
+                preamble: preamble?,
+                brief: brief?,
+            })
         })
         .collect()
 }
@@ -204,6 +259,7 @@ fn text_sources(
                         path,
                         json: None,
                         regex: None,
+                        each_match: false,
                     })
                 }
                 RawTextSource::Full(full) => full,
@@ -222,11 +278,20 @@ fn text_sources(
                 Some(r) => Some(cx.regex(&format!("{f}.regex"), r)?),
                 None => None,
             };
+            if full.each_match && regex.is_none() {
+                cx.err(
+                    format!("{f}.each_match"),
+                    "each_match needs a `regex`: it takes group 1 of each of its matches",
+                    "add `regex:`, or remove each_match",
+                );
+                return None;
+            }
             Some(TextSource {
                 tools: full.tools.clone(),
                 path: path?,
                 json: json?,
                 regex,
+                each_match: full.each_match,
             })
         })
         .collect();

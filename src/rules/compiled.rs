@@ -94,6 +94,10 @@ pub struct TurnsRule {
     pub tools: Vec<super::conversation::ToolRule>,
     /// Tool results, for the rendering of a conversation only (counts never read them).
     pub results: Vec<super::conversation::ResultRule>,
+    /// The agent's thinking, and the reports of subagents and background tasks in records the rules
+    /// ignore: for the rendering only.
+    pub thinking: Vec<TurnText>,
+    pub reports: Vec<TurnText>,
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
     /// that (`rules::needs`)...
     pub reads: super::needs::Need,
@@ -139,7 +143,11 @@ impl TurnsRule {
         }
         for t in &self.tools {
             t.when.iter().for_each(|p| n.predicate(p));
-            n.under(t.each.as_ref(), |n| n.scalar(&t.name));
+            // A script's calls are its tools' names.
+            n.under(t.each.as_ref(), |n| {
+                n.scalar(&t.name);
+                t.script.iter().for_each(|s| n.scalar(&s.path));
+            });
         }
         timestamps.iter().for_each(|p| n.scalar(p));
     }
@@ -152,11 +160,26 @@ impl TurnsRule {
             list.iter().for_each(|s| n.scalar(&s.path))
         };
         for t in &self.tools {
-            n.under(t.each.as_ref(), |n| sources(n, &t.argument));
+            n.under(t.each.as_ref(), |n| {
+                sources(n, &t.argument);
+                sources(n, &t.reason);
+                if let Some(s) = &t.script {
+                    n.scalar(&s.path);
+                }
+            });
+        }
+        for t in self.thinking.iter().chain(&self.reports) {
+            t.when.iter().for_each(|p| n.predicate(p));
+            t.text.iter().for_each(|p| n.scalar(p));
         }
         for r in &self.results {
             r.when.iter().for_each(|p| n.predicate(p));
-            n.under(r.each.as_ref(), |n| sources(n, &r.text));
+            n.under(r.each.as_ref(), |n| {
+                sources(n, &r.text);
+                sources(n, &r.exit_code);
+                sources(n, &r.error);
+                r.failed.iter().for_each(|p| n.predicate(p));
+            });
         }
         self.read_by_turns(&mut n, timestamps);
         n.finish()
@@ -193,6 +216,9 @@ pub struct TurnText {
     /// With `extract`: each match is a prompt of its own (Cline merges the messages sent while a
     /// request was interrupted into one), not one text joined by blank lines.
     pub each_match: bool,
+    /// How the rendering names a prompt of this entry: `user (<label>)` (the user's answer to the
+    /// agent's question, written as a tool's result).
+    pub label: Option<String>,
 }
 
 /// How queued prompts reach the model: a queued prompt is held, not counted, until a record delivers

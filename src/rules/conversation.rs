@@ -22,6 +22,33 @@ pub struct ToolRule {
     pub name: JsonPath,
     /// The call's main argument (a file path, a command, a pattern): the first source that gives text.
     pub argument: Vec<TextSource>,
+    /// Why the agent made the call, in its words (the first source that gives text).
+    pub reason: Vec<TextSource>,
+    /// The call runs a script that calls tools itself (Codex's code mode): each of those is a call.
+    pub script: Option<Script>,
+}
+
+/// A call whose argument is a script calling tools: each match of `call` in the text at `path` is a
+/// call, its tool the match's group 1 and its argument the value written right after the match
+/// (`script::calls`); `argument` and `reason` sources read `{"name": <tool>, "input": <argument>,
+/// "script": <the whole script>}`.
+#[derive(Debug)]
+pub struct Script {
+    pub path: JsonPath,
+    pub call: Regex,
+    pub argument: Vec<TextSource>,
+    pub reason: Vec<TextSource>,
+}
+
+/// The most calls one script is read for.
+const MAX_SCRIPT_CALLS: usize = 64;
+
+/// One call as the rendering shows it.
+#[derive(Debug, PartialEq)]
+pub struct Call {
+    pub name: String,
+    pub argument: Option<String>,
+    pub reason: Option<String>,
 }
 
 /// Tool results in records where `when` holds: shown as a head and a size.
@@ -32,6 +59,28 @@ pub struct ResultRule {
     pub each: Option<JsonPath>,
     /// The result's text: the first source that gives any.
     pub text: Vec<TextSource>,
+    /// The result is a failure where this holds (on the result: each one, or the record).
+    pub failed: Option<Predicate>,
+    /// The command's exit code (the first source that gives one); non-zero is a failure.
+    pub exit_code: Vec<TextSource>,
+    /// The error message a failed result carries beside its text.
+    pub error: Vec<TextSource>,
+    /// Lines the tool writes about its run, not output (`Wall time: 0.2 seconds`): never shown as the
+    /// output's start. A named group `exit` in it is the exit code.
+    pub preamble: Option<Regex>,
+    /// A result whose text matches only acknowledges its call: shown by its size alone.
+    pub brief: Option<Regex>,
+}
+
+/// A result as the rules read it.
+#[derive(Debug)]
+pub struct ResultText<'r> {
+    pub text: String,
+    /// `failed` held.
+    pub failed: bool,
+    pub exit_code: Option<String>,
+    pub error: Option<String>,
+    pub rule: &'r ResultRule,
 }
 
 /// Text read from a record (or a call in it).
@@ -42,8 +91,10 @@ pub struct TextSource {
     pub path: JsonPath,
     /// The string `path` selects holds JSON, and this path in it gives the text.
     pub json: Option<JsonPath>,
-    /// The text is group 1 of this regex's first match (after `json`).
+    /// The text is group 1 of this regex's first match (after `json`)...
     pub regex: Option<Regex>,
+    /// ...or of every match, one a line.
+    pub each_match: bool,
 }
 
 /// A selected node as text: a string, the strings of an array joined by spaces (a command's argv), or a
@@ -100,6 +151,14 @@ impl TextSource {
         };
         match &self.regex {
             None => Some(text),
+            Some(re) if self.each_match => {
+                let all: Vec<&str> = re
+                    .captures_iter(&text)
+                    .filter_map(|c| c.get(1).map(|m| m.as_str().trim()))
+                    .filter(|m| !m.is_empty())
+                    .collect();
+                (!all.is_empty()).then(|| all.join("\n"))
+            }
             Some(re) => capture(re, &text),
         }
     }
@@ -139,6 +198,8 @@ fn each_node<D: Doc, T>(
 trait PickFrom {
     fn name(&self, path: &JsonPath) -> Option<String>;
     fn first_text(&self, sources: &[TextSource], tool: Option<&str>) -> Option<String>;
+    fn holds(&self, p: &Predicate) -> bool;
+    fn script(&self, path: &JsonPath) -> Option<String>;
 }
 
 impl<D: Doc> PickFrom for &D {
@@ -154,6 +215,19 @@ impl<D: Doc> PickFrom for &D {
     fn first_text(&self, sources: &[TextSource], tool: Option<&str>) -> Option<String> {
         first_text(sources, *self, tool)
     }
+
+    fn holds(&self, p: &Predicate) -> bool {
+        p.holds(*self)
+    }
+
+    fn script(&self, path: &JsonPath) -> Option<String> {
+        let mut found = None;
+        path.any(*self, |v| {
+            found = v.as_str().map(str::to_string);
+            found.is_some()
+        });
+        found
+    }
 }
 
 impl ToolRule {
@@ -161,8 +235,11 @@ impl ToolRule {
         self.when.as_ref().is_none_or(|w| w.holds(record))
     }
 
-    /// The name of each call in `record` (the rule applying).
+    /// The name of each call in `record` (the rule applying): a script's, each call it makes.
     pub fn names<D: Doc>(&self, record: &D, mut f: impl FnMut(String)) {
+        if self.script.is_some() {
+            return self.calls(record, |c| f(c.name));
+        }
         match &self.each {
             // Every name the path selects: a path may name several calls at once.
             None => {
@@ -186,28 +263,74 @@ impl ToolRule {
         }
     }
 
-    /// Each call in `record` (the rule applying): its name and main argument.
-    pub fn calls<D: Doc>(&self, record: &D, mut f: impl FnMut(String, Option<String>)) {
+    /// Each call in `record` (the rule applying): its name, main argument and reason; a script's
+    /// calls each as one.
+    pub fn calls<D: Doc>(&self, record: &D, mut f: impl FnMut(Call)) {
         if self.each.is_none() {
-            return self.names(record, |n| {
-                let arg = first_text(&self.argument, record, Some(&n));
-                f(n, arg)
+            let mut names = Vec::new();
+            self.name.any(record, |v| {
+                if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
+                    names.push(n.to_string());
+                }
+                false
             });
+            for n in names {
+                let script = self.script.as_ref().and_then(|s| (&record).script(&s.path));
+                let argument = first_text(&self.argument, record, Some(&n));
+                let reason = first_text(&self.reason, record, Some(&n));
+                self.emit(n, argument, reason, script, &mut f);
+            }
+            return;
         }
         each_node(
             self.each.as_ref(),
             record,
             |c| {
                 let name = c.name(&self.name);
-                let arg = c.first_text(&self.argument, name.as_deref());
-                (name, arg)
+                let argument = c.first_text(&self.argument, name.as_deref());
+                let reason = c.first_text(&self.reason, name.as_deref());
+                let script = self.script.as_ref().and_then(|s| c.script(&s.path));
+                (name, argument, reason, script)
             },
-            |(name, arg)| {
+            |(name, argument, reason, script)| {
                 if let Some(n) = name {
-                    f(n, arg)
+                    self.emit(n, argument, reason, script, &mut f)
                 }
             },
         );
+    }
+
+    /// The call `name`, or, when it runs a script that calls tools, each of those.
+    fn emit(
+        &self,
+        name: String,
+        argument: Option<String>,
+        reason: Option<String>,
+        script: Option<String>,
+        f: &mut impl FnMut(Call),
+    ) {
+        if let (Some(s), Some(text)) = (&self.script, script) {
+            let mut any = false;
+            for (inner, input) in super::script::calls(&s.call, &text, MAX_SCRIPT_CALLS) {
+                let doc = serde_json::json!({ "name": inner, "input": input, "script": text });
+                let argument = first_text(&s.argument, &doc, Some(&inner));
+                let inner_reason = first_text(&s.reason, &doc, Some(&inner));
+                f(Call {
+                    name: inner,
+                    argument,
+                    reason: inner_reason.or_else(|| reason.clone()),
+                });
+                any = true;
+            }
+            if any {
+                return;
+            }
+        }
+        f(Call {
+            name,
+            argument,
+            reason,
+        })
     }
 }
 
@@ -216,12 +339,30 @@ impl ResultRule {
         self.when.as_ref().is_none_or(|w| w.holds(record))
     }
 
-    /// The text of each result in `record` (the rule applying); a result without text is left out.
-    pub fn texts<D: Doc>(&self, record: &D, mut f: impl FnMut(String)) {
+    /// Each result in `record` (the rule applying); a result without text is left out.
+    pub fn texts<D: Doc>(&self, record: &D, mut f: impl FnMut(ResultText<'_>)) {
         each_node(
             self.each.as_ref(),
             record,
-            |r| r.first_text(&self.text, None),
+            |r| {
+                let failed = self.failed.as_ref().is_some_and(|p| r.holds(p));
+                let error = match failed {
+                    true => r.first_text(&self.error, None),
+                    false => None,
+                };
+                // A failed call may carry only its error (Copilot's `success: false`).
+                let text = match r.first_text(&self.text, None) {
+                    Some(t) => t,
+                    None => error.clone()?,
+                };
+                Some(ResultText {
+                    text,
+                    failed,
+                    exit_code: r.first_text(&self.exit_code, None),
+                    error,
+                    rule: self,
+                })
+            },
             |t| {
                 if let Some(t) = t {
                     f(t)
@@ -241,6 +382,7 @@ mod tests {
             path: JsonPath::parse(path).unwrap(),
             json: json.map(|j| JsonPath::parse(j).unwrap()),
             regex: regex.map(|r| Regex::new(r).unwrap()),
+            each_match: false,
         }
     }
 
@@ -255,6 +397,8 @@ mod tests {
                 source("$.input.file_path", None, None, &[]),
                 source("$.input.command", None, None, &[]),
             ],
+            reason: Vec::new(),
+            script: None,
         };
         let r: Value = serde_json::from_str(
             r#"{"content":[{"type":"text","text":"x"},
@@ -265,7 +409,7 @@ mod tests {
         )
         .unwrap();
         let mut calls = Vec::new();
-        rule.calls(&r, |n, a| calls.push((n, a)));
+        rule.calls(&r, |c| calls.push((c.name, c.argument)));
         let want = [
             ("Read", Some("/a.rs")),
             ("Grep", Some("fn main")),
@@ -298,11 +442,13 @@ mod tests {
                     &[],
                 ),
             ],
+            reason: Vec::new(),
+            script: None,
         };
         let one = |s: &str| {
             let v: Value = serde_json::from_str(s).unwrap();
             let mut out = Vec::new();
-            rule.calls(&v, |n, a| out.push((n, a)));
+            rule.calls(&v, |c| out.push((c.name, c.argument)));
             out.pop().unwrap().1
         };
         assert_eq!(
@@ -332,6 +478,11 @@ mod tests {
                 source("$.content", None, None, &[]),
                 source("$.content[?@.type == 'text'].text", None, None, &[]),
             ],
+            failed: None,
+            exit_code: Vec::new(),
+            error: Vec::new(),
+            preamble: None,
+            brief: None,
         };
         let r: Value = serde_json::from_str(
             r#"{"content":[{"type":"tool_result","content":"one"},
@@ -340,7 +491,7 @@ mod tests {
         )
         .unwrap();
         let mut texts = Vec::new();
-        rule.texts(&r, |t| texts.push(t));
+        rule.texts(&r, |t| texts.push(t.text));
         assert_eq!(texts, ["one", "two\n2"]);
     }
 }

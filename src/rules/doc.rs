@@ -286,14 +286,14 @@ mod tests {
         for tool in &t.tools {
             let mut names = Vec::new();
             match render {
-                true => tool.calls(r, |n, a| names.push(format!("{n} {a:?}"))),
+                true => tool.calls(r, |c| names.push(format!("{} {:?}", c.name, c.argument))),
                 false => tool.names(r, |n| names.push(n)),
             }
             out.push(format!("{} {names:?}", tool.applies(r)));
         }
         for result in t.results.iter().filter(|_| render) {
             let mut texts = Vec::new();
-            result.texts(r, |t| texts.push(t));
+            result.texts(r, |t| texts.push(t.text));
             out.push(format!("{} {texts:?}", result.applies(r)));
         }
         out.push(format!("{:?}", rule.record_time(r)));

@@ -16,6 +16,7 @@ pub mod pruned;
 mod pruned_serde;
 pub mod raw;
 mod scan;
+pub mod script;
 pub mod stream;
 pub mod views;
 
@@ -586,6 +587,9 @@ turns:
       each_match: true
     - text: ["$.q"]
       queued: true
+    - when: { exists: "$.answer" }
+      text: ["$.answer"]
+      label: answering the agent's question
   queue:
     deliver: { exists: "$.dq" }
     inject: { exists: "$.rm" }
@@ -602,10 +606,32 @@ turns:
       argument:
         - "$.input.path"
         - { tools: [run], path: "$.args", json: "$.cmd", regex: "^(\\S+)" }
+        - { tools: [patch], path: "$.input", regex: "File: (.+)", each_match: true }
+      reason: ["$.why"]
+    - when: { exists: "$.program" }
+      name: "$.program.name"
+      script:
+        path: "$.program.source"
+        call: "tools\\.(\\w+)\\("
+        argument: ["$.input.cmd"]
+        reason: ["$.input.justification"]
   results:
     - when: { exists: "$.output" }
       each: "$.outputs[*]"
       text: ["$.text", { path: "$.json", json: "$.output" }]
+      failed: { equals: { path: "$.ok", value: false } }
+      exit_code: ["$.exit"]
+      error: ["$.error.message"]
+      preamble: "Wall time: .*|Exit code: (?P<exit>\\d+)"
+      brief: "^Done\\.$"
+  thinking:
+    - when: { exists: "$.thinking" }
+      text: ["$.thinking"]
+  reports:
+    - when: { matches: { path: "$.notice", regex: "^<task>" } }
+      text: ["$.notice"]
+      extract: "<summary>(.*?)</summary>"
+      label: a task's notice
 "#;
 
     /// The keys of stores read into views.

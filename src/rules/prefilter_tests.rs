@@ -30,8 +30,10 @@ fn derives_the_shipped_claude_requirements() {
     let rule = shipped("claude");
     let t = rule.turns.as_ref().unwrap();
     // user: type user (the tool_result test is `missing`: nothing); queued: queue-operation enqueue;
-    // a queued_command attachment; assistant and tools: type assistant; the queue's dequeue, remove and
-    // popAll.
+    // a queued_command attachment; the user's words in a tool's result: type user with
+    // `toolUseResult.answers` (an `exists`: the key alone), type user (a regex over the result adds
+    // nothing), type user (`exists` of a filtered path adds nothing); assistant and tools: type
+    // assistant; the queue's dequeue, remove and popAll.
     let queue_op = |op: &str| {
         Need::All(vec![
             pair("type", "\"queue-operation\""),
@@ -49,6 +51,15 @@ fn derives_the_shipped_claude_requirements() {
             pair("type", "\"user\""),
             queue_op("enqueue"),
             attachment,
+            Need::All(vec![
+                pair("type", "\"user\""),
+                Need::Pair {
+                    key: "answers".into(),
+                    value: None,
+                },
+            ]),
+            pair("type", "\"user\""),
+            pair("type", "\"user\""),
             assistant.clone(),
             assistant,
             queue_op("dequeue"),
@@ -84,9 +95,18 @@ fn derives_the_shipped_codex_requirements() {
             pair("role", "\"user\"")
         ])
     );
-    // Tools (after three user and three assistant rules): an `in` is an `any` of its values.
+    // Tools (after four user and three assistant rules): code mode's `exec` first, then an `in`, an
+    // `any` of its values (the `not` adds nothing).
     assert_eq!(
         parts[7],
+        Need::All(vec![
+            pair("type", "\"response_item\""),
+            pair("type", "\"custom_tool_call\""),
+            pair("name", "\"exec\"")
+        ])
+    );
+    assert_eq!(
+        parts[8],
         Need::All(vec![
             pair("type", "\"response_item\""),
             Need::Any(vec![
@@ -325,11 +345,14 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
             placeholder: None,
             extract: None,
             each_match: false,
+            label: None,
         }],
         queue: None,
         assistant: vec![],
         tools: vec![],
         results: vec![],
+        thinking: vec![],
+        reports: vec![],
         reads: crate::rules::needs::Need::All,
         render_reads: crate::rules::needs::Need::All,
         filter: None,

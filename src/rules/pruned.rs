@@ -78,21 +78,30 @@ mod tests {
         let catalog = crate::rules::load(&[]).unwrap();
         let claude = catalog.get("claude").unwrap();
         let need = &claude.turns.as_ref().unwrap().reads;
+        // (`toolUseResult` is read only for whether it holds `answers`, an AskUserQuestion's.)
         let call = br#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/src/main.rs"}}]},"toolUseResult":{"stdout":"x"}}"#;
         assert_eq!(
             parse_pruned_value(call, need),
             Some(
                 serde_json::json!({"type": "assistant", "message": {"id": "m1", "content": [
-                {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read", "input": {}}]}})
+                {"type": "text", "text": "Reading it."}, {"type": "tool_use", "name": "Read", "input": {}}]},
+                "toolUseResult": {}})
             )
         );
+        // A result's output is read as text only (the words a user typed when rejecting a call come
+        // back in one); its blocks and other members are not built.
         let result = br#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"fn main() {}"}]}}"#;
         assert_eq!(
             parse_pruned_value(result, need),
             Some(
-                serde_json::json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}})
+                serde_json::json!({"type": "user", "message": {"content": [{"type": "tool_result", "content": "fn main() {}"}]}})
             )
         );
+        let blocks = br#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"x"},{"type":"image","source":{"data":"iVBOR"}}]}]}}"#;
+        let pruned = parse_pruned_value(blocks, need).unwrap();
+        assert!(pruned["message"]["content"][0]["content"][1]
+            .get("source")
+            .is_none());
         // A prompt written as a string is kept whole.
         let prompt = br#"{"type":"user","message":{"content":"Fix the build"}}"#;
         assert_eq!(
@@ -112,9 +121,16 @@ mod tests {
             parse_pruned_value(ok, &need),
             Some(serde_json::json!({"type": "user"}))
         );
+        // A lone surrogate (Node writes one for a string cut inside a pair) is read as U+FFFD, by
+        // both.
+        let lone = br#"{"type":"user","big":"\ud800"}"#;
+        assert_eq!(parse_pruned_value(lone, &need).unwrap()["type"], "user");
+        assert_eq!(
+            crate::util::lines::parse_object(lone).unwrap()["big"],
+            "\u{FFFD}"
+        );
         for bad in [
-            &br#"{"type":"user","big":"\ud800"}"#[..],
-            br#"{"type":"user","big":"\q"}"#,
+            &br#"{"type":"user","big":"\q"}"#[..],
             br#"{"type":"user","big":[1,}"#,
             br#"{"type":"user"} trailing"#,
             b"{\"type\":\"user\",\"big\":\"\xff\"}",

@@ -49,6 +49,12 @@ pub struct RawTurns {
     pub tools: Vec<RawTool>,
     #[serde(default)]
     pub results: Vec<RawResult>,
+    /// The agent's thinking: shown only where a turn ends with it and no answer.
+    #[serde(default)]
+    pub thinking: Vec<RawTurnText>,
+    /// Reports a subagent or a background task leaves in records the rules ignore: shown once, bounded.
+    #[serde(default)]
+    pub reports: Vec<RawTurnText>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,6 +99,8 @@ pub struct RawTurnText {
     /// With `extract`: each match is a prompt of its own.
     #[serde(default)]
     pub each_match: bool,
+    /// How the rendering names a prompt of this entry (`user (answer to a question)`).
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,6 +111,27 @@ pub struct RawTool {
     pub name: String,
     #[serde(default)]
     pub argument: Vec<RawTextSource>,
+    /// Why the agent made the call, in its own words (an escalation's justification).
+    #[serde(default)]
+    pub reason: Vec<RawTextSource>,
+    /// The call is a script that calls tools itself: each of those is shown as a call of its own.
+    pub script: Option<RawScript>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScript {
+    /// The script's text.
+    pub path: String,
+    /// A regex whose every match is a call in the script, group 1 its tool's name; the value written
+    /// right after the match is its argument.
+    pub call: String,
+    /// Text sources over `{"name": ..., "input": <the argument>}` for each inner call's main argument...
+    #[serde(default)]
+    pub argument: Vec<RawTextSource>,
+    /// ...and the agent's reason for it.
+    #[serde(default)]
+    pub reason: Vec<RawTextSource>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +140,19 @@ pub struct RawResult {
     pub when: Option<RawPredicate>,
     pub each: Option<String>,
     pub text: Vec<RawTextSource>,
+    /// The result is a failure where this holds.
+    pub failed: Option<RawPredicate>,
+    /// The command's exit code: a non-zero one is a failure.
+    #[serde(default)]
+    pub exit_code: Vec<RawTextSource>,
+    /// The error message a failed result carries apart from its text.
+    #[serde(default)]
+    pub error: Vec<RawTextSource>,
+    /// A regex of the lines the tool writes about its run, not output, wherever they are (a named group
+    /// `exit`: the exit code).
+    pub preamble: Option<String>,
+    /// A regex: a result whose text matches it only acknowledges the call, and is shown by its size.
+    pub brief: Option<String>,
 }
 
 /// A JSONPath, or one with a decoding step (`json`, `regex`) and, for an argument, the tools it is for.
@@ -129,6 +171,9 @@ pub struct RawTextSourceFull {
     pub path: String,
     pub json: Option<String>,
     pub regex: Option<String>,
+    /// With `regex`: group 1 of every match, not only the first.
+    #[serde(default)]
+    pub each_match: bool,
 }
 
 #[derive(Debug, Deserialize)]

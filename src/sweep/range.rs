@@ -425,7 +425,7 @@ pub fn chunk_turns(
         crate::turns::Reader::with_sink(rule, turn_rules, c.from_line_before + 1, 0, &opts, sink);
     let part = open_span(file, c.from, c.to)?;
     let mut lines = crate::util::lines::LineReader::new(part);
-    while let Some(l) = lines.next_line().map_err(|e| e.to_string())? {
+    while let Some(l) = lines.next_line_salvaged().map_err(|e| e.to_string())? {
         if !l.terminated {
             break;
         }

@@ -16,7 +16,10 @@ use std::io::{self, Read};
 
 mod builder;
 pub mod render;
+mod sink;
+pub use sink::Sink;
 mod skip;
+pub mod text;
 use builder::Builder;
 use skip::Skipper;
 
@@ -85,28 +88,6 @@ pub enum Keep {
     Prompts,
 }
 
-/// What a rendering of the conversation hears from a turn read, record by record, as the rules classify
-/// them (`render::Render`); `()` hears nothing. The reader hands a sink that `RENDERS` every line (not
-/// only those a count needs) parsed with what a rendering reads.
-pub trait Sink {
-    const RENDERS: bool = false;
-    /// A user prompt (`queued`: written when it was queued).
-    fn prompt(&mut self, _line: u64, _text: &str, _queued: bool) {}
-    /// Assistant text; `group`: its message id.
-    fn answer(&mut self, _line: u64, _text: &str, _group: Option<&str>) {}
-    fn call(&mut self, _line: u64, _name: &str, _argument: Option<&str>) {}
-    fn result(&mut self, _line: u64, _text: &str) {}
-    /// A record the rules ignore that holds text (a reminder, a local command, the app's notice).
-    fn note(&mut self, _line: u64, _text: &str) {}
-    /// A record inside a skipped region (a subagent's, a copied history).
-    fn skipped(&mut self, _line: u64) {}
-    /// The running turn's prompt, written again after a `resends_prompt` record: not a new prompt.
-    fn resent(&mut self, _line: u64) {}
-    /// After every complete line handed to the reader past `skip_through`, whatever it held.
-    fn end_line(&mut self, _line: u64) {}
-}
-
-impl Sink for () {}
 
 impl Default for Options {
     fn default() -> Self {
@@ -238,7 +219,7 @@ pub fn extract<R: Read>(
 ) -> io::Result<Turns> {
     let mut r = Reader::new(rule, turns, first_line, skip_through, opts);
     let mut lines = LineReader::new(reader);
-    while let Some(l) = lines.next_line()? {
+    while let Some(l) = lines.next_line_salvaged()? {
         if !l.terminated || !r.line(first_line + l.number - 1, l.end, l.bytes) {
             break;
         }
@@ -333,6 +314,10 @@ impl<'a, S: Sink> Reader<'a, S> {
         &self.sink
     }
 
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
+    }
+
     /// Complete line `line` of the transcript, which ends `end` bytes into what this read was given
     /// (`bytes`: without its newline, a trailing `\r` or a leading BOM). Whether to go on (false once
     /// `stop_after_turns` turns were seen).
@@ -388,7 +373,7 @@ impl<'a, S: Sink> Reader<'a, S> {
                 .user
                 .iter()
                 .filter(|t| t.applies(record))
-                .find_map(|t| t.prompts(record).map(|x| (t.queued, x)))
+                .find_map(|t| t.prompts(record).map(|x| (t.queued, x, t.label.as_deref())))
         };
         let queued_here = |record: &Pruned<'_>| {
             self.turns.queue.is_some()
@@ -404,24 +389,18 @@ impl<'a, S: Sink> Reader<'a, S> {
             let carried = prompt(&record);
             if self.turns.queue.is_some() {
                 match &carried {
-                    Some((true, texts)) => {
+                    Some((true, texts, _)) => {
                         for text in texts {
                             self.b.hold(line, None, Some(text.clone()), true);
                         }
                     }
-                    Some((false, texts)) => texts.iter().for_each(|t| self.b.carried(t)),
+                    Some((false, texts, _)) => texts.iter().for_each(|t| self.b.carried(t)),
                     None if queued_here(&record) => self.b.hold(line, None, None, true),
                     None => {}
                 }
             }
             if S::RENDERS {
-                let text = carried.map(|(_, t)| t.join("\n\n")).or_else(|| {
-                    let mut a = self.turns.assistant.iter().filter(|t| t.applies(&record));
-                    a.find_map(|t| t.text(&record))
-                });
-                if let Some(t) = text {
-                    self.sink.note(line, &t);
-                }
+                self.render_ignored(line, &record, carried.map(|(_, t, _)| t.join("\n\n")));
             }
             return true;
         }
@@ -438,13 +417,13 @@ impl<'a, S: Sink> Reader<'a, S> {
             true => self.rule.record_time(&record).map(crate::policy::iso),
             false => None,
         };
-        if let Some((queued, texts)) = prompt {
+        if let Some((queued, texts, label)) = prompt {
             for text in texts {
                 if self.b.resent(line, &text) {
                     self.sink.resent(line);
                     continue;
                 }
-                self.sink.prompt(line, &text, queued);
+                self.sink.prompt(line, &text, queued, label);
                 self.b.prompt(
                     line,
                     ts.clone(),
@@ -455,9 +434,15 @@ impl<'a, S: Sink> Reader<'a, S> {
             }
         }
         // A record may hold a prompt and its answer both (an Auggie exchange): the answer after it.
+        if S::RENDERS && S::CALLS {
+            let mut thinking = self.turns.thinking.iter().filter(|t| t.applies(&record));
+            if let Some(text) = thinking.find_map(|t| t.text(&record)) {
+                self.sink.thinking(line, &text);
+            }
+        }
         self.answer(line, &record, &ts, all);
         self.tools(line, &record, &ts);
-        if S::RENDERS {
+        if S::RENDERS && S::CALLS {
             for r in self.turns.results.iter().filter(|r| r.applies(&record)) {
                 r.texts(&record, |t| self.sink.result(line, &t));
             }
@@ -470,6 +455,22 @@ impl<'a, S: Sink> Reader<'a, S> {
             return false;
         }
         true
+    }
+
+    /// What a rendering shows of a record `ignore` drops: a subagent's or a task's report, else the text
+    /// it holds (`carried`, a prompt's, or an answer's) as a note.
+    fn render_ignored(&mut self, line: u64, record: &Pruned<'_>, carried: Option<String>) {
+        let mut reports = self.turns.reports.iter().filter(|t| t.applies(record));
+        if let Some((t, text)) = reports.find_map(|t| t.text(record).map(|x| (t, x))) {
+            return self.sink.report(line, &text, t.label.as_deref());
+        }
+        let text = carried.or_else(|| {
+            let mut a = self.turns.assistant.iter().filter(|t| t.applies(record));
+            a.find_map(|t| t.text(record))
+        });
+        if let Some(t) = text {
+            self.sink.note(line, &t);
+        }
     }
 
     /// A queue record (`deliver`, `inject`, `withdraw`) applied to the open prompts: whether it was one.
@@ -529,15 +530,16 @@ impl<'a, S: Sink> Reader<'a, S> {
     fn tools(&mut self, line: u64, record: &Pruned<'_>, ts: &Option<String>) {
         let counting = matches!(self.opts.keep, Keep::Counts | Keep::Prompts);
         let tools_matter = !counting || self.b.current.as_ref().is_none_or(|c| c.quiet());
-        if !tools_matter && !S::RENDERS {
+        let calls = S::RENDERS && S::CALLS;
+        if !tools_matter && !calls {
             return;
         }
         let (b, sink) = (&mut self.b, &mut self.sink);
         for t in self.turns.tools.iter().filter(|t| t.applies(record)) {
-            match S::RENDERS {
-                true => t.calls(record, |name, arg| {
-                    sink.call(line, &name, arg.as_deref());
-                    b.tool(line, ts, name);
+            match calls {
+                true => t.calls(record, |call| {
+                    sink.call(line, &call);
+                    b.tool(line, ts, call.name);
                 }),
                 false => t.names(record, |name| b.tool(line, ts, name)),
             }

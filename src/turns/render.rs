@@ -11,6 +11,7 @@
 //! sent) is shown once.
 
 use super::Sink;
+use crate::rules::conversation::{Call, ResultText};
 use std::collections::{HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
@@ -18,10 +19,13 @@ use std::io::{self, Write};
 /// The most of one prompt or answer shown (a longer one is cut, and says where to read the rest).
 pub const MESSAGE_MAX: usize = 64 * 1024;
 /// Characters of a tool result shown.
-pub const RESULT_HEAD: usize = 200;
+pub const RESULT_HEAD: usize = 80;
 /// Characters of a call's argument and of a record that is not a prompt shown.
 pub const ARGUMENT_MAX: usize = 300;
-pub const NOTE_HEAD: usize = 300;
+pub const NOTE_HEAD: usize = 200;
+/// The most of a turn's last thinking and of a subagent's or a task's report shown.
+pub const THINKING_MAX: usize = 2 * 1024;
+pub const REPORT_MAX: usize = 2 * 1024;
 /// Queued prompts remembered until they are sent.
 const MAX_QUEUED: usize = 64;
 
@@ -63,6 +67,12 @@ pub struct Shown {
     pub notes: u64,
     /// Prompts and answers cut at `MESSAGE_MAX`.
     pub cut: u64,
+    /// Results shown as failed, and those shown by their size alone (they only acknowledge a call).
+    pub failed: u64,
+    pub brief: u64,
+    /// Turns' last thinking shown (no answer followed it), and reports of subagents and tasks.
+    pub thinking: u64,
+    pub reports: u64,
     /// Records shown by another (the same text under another record kind).
     pub repeats: u64,
     /// Records of a skipped region (a subagent's, a copied history).
@@ -77,39 +87,7 @@ fn hash(text: &str) -> u64 {
     h.finish()
 }
 
-/// `text` on one line: whitespace runs as one space, at most `max` characters (then `…`).
-pub fn one_line(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut n = 0;
-    for word in text.split_whitespace() {
-        if n > 0 {
-            if n >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(' ');
-            n += 1;
-        }
-        for c in word.chars() {
-            if n >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            n += 1;
-        }
-    }
-    out
-}
-
-/// A size in words: `512 bytes`, `12.3 KB`, `4.1 MB`.
-pub fn size(bytes: usize) -> String {
-    match bytes {
-        b if b < 1000 => format!("{b} bytes"),
-        b if b < 1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
-        b => format!("{:.1} MB", b as f64 / 1e6),
-    }
-}
+pub use super::text::{one_line, size};
 
 /// A `Sink` that writes the entries of a part to `out`, counting what it writes.
 pub struct Render<W: Write> {
@@ -128,6 +106,13 @@ pub struct Render<W: Write> {
     last_prompt: Option<(u64, bool)>,
     /// Queued prompts shown and not yet sent: their text's hash and line.
     queued: VecDeque<(u64, u64)>,
+    /// Lines over the line reader's limit: their line, size and whether they were read (in part).
+    oversized: Vec<(u64, u64, bool)>,
+    /// The latest thinking with no answer after it: shown if the turn ends so (at the next prompt or
+    /// the part's end).
+    thinking: Option<(u64, String)>,
+    /// Reports shown (their text's hash): a report queued and then delivered is one.
+    reports: HashSet<u64>,
 }
 
 impl<W: Write> Render<W> {
@@ -143,6 +128,9 @@ impl<W: Write> Render<W> {
             answers: HashSet::new(),
             last_prompt: None,
             queued: VecDeque::new(),
+            oversized: Vec::new(),
+            thinking: None,
+            reports: HashSet::new(),
         }
     }
 
@@ -170,20 +158,34 @@ impl<W: Write> Render<W> {
         let at = self.cite.at(line);
         self.put(&format!("\n[{at}] {who}:\n"));
         let (kept, cut) = super::cut_str(text.trim_end(), MESSAGE_MAX);
-        self.put(kept);
+        self.put(&super::text::indented(kept));
         if cut {
             self.shown.cut += 1;
             let rest = text.trim_end().len() - kept.len();
             self.put(&format!(
-                "\n[… {rest} more bytes not shown: read [{at}] in the original]"
+                "[… {rest} more bytes not shown: read [{at}] in the original]\n"
             ));
         }
-        self.put("\n");
         self.emitted = true;
+    }
+
+    /// The turn's last thinking, when no answer followed it: what the agent was about when it stopped.
+    fn flush_thinking(&mut self) {
+        if let Some((line, text)) = self.thinking.take() {
+            let (kept, cut) = super::cut_str(text.trim(), THINKING_MAX);
+            let at = self.cite.at(line);
+            self.put(&format!(
+                "\n[{at}] assistant (thinking; the turn ends without an answer{}):\n",
+                if cut { ", its start" } else { "" }
+            ));
+            self.put(&super::text::indented(kept));
+            self.shown.thinking += 1;
+        }
     }
 
     /// The footer: what this part left out. Then the writer, what was shown, and the bytes written.
     pub fn finish(mut self) -> io::Result<(W, Shown, u64)> {
+        self.flush_thinking();
         let s = self.shown;
         let records = |n: u64, one: &str, many: &str| match n {
             1 => format!("1 record {one}"),
@@ -212,6 +214,31 @@ impl<W: Write> Render<W> {
         if !parts.is_empty() {
             self.put(&format!("\nLeft out: {}.\n", parts.join("; ")));
         }
+        if !self.oversized.is_empty() {
+            let lines: Vec<String> = (self.oversized.iter().take(20))
+                .map(|(line, bytes, read)| {
+                    let how = match read {
+                        true => "read in part: long values cut, images named",
+                        false => "not read: not JSON",
+                    };
+                    format!(
+                        "[{}] ({}, {how})",
+                        self.cite.at(*line),
+                        size(*bytes as usize)
+                    )
+                })
+                .collect();
+            self.put(&format!(
+                "\nOver almanac's {} line limit: {}{}.\n",
+                crate::util::duration::format_size(crate::util::lines::MAX_LINE_BYTES as u64),
+                lines.join(", "),
+                if self.oversized.len() > 20 {
+                    ", …"
+                } else {
+                    ""
+                }
+            ));
+        }
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -222,7 +249,10 @@ impl<W: Write> Render<W> {
 impl<W: Write> Sink for Render<W> {
     const RENDERS: bool = true;
 
-    fn prompt(&mut self, line: u64, text: &str, queued: bool) {
+    fn prompt(&mut self, line: u64, text: &str, queued: bool, label: Option<&str>) {
+        if !queued {
+            self.flush_thinking();
+        }
         let h = hash(text);
         if !queued {
             // A queued prompt written again when it is sent: shown where it was queued.
@@ -244,11 +274,12 @@ impl<W: Write> Sink for Render<W> {
                 return;
             }
         }
-        let who = match queued {
-            true => "user (queued)",
-            false => "user",
+        let who = match (queued, label) {
+            (true, _) => "user (queued)".to_string(),
+            (false, Some(l)) => format!("user ({})", one_line(l, ARGUMENT_MAX)),
+            (false, None) => "user".to_string(),
         };
-        self.prose(line, who, text);
+        self.prose(line, &who, text);
         self.shown.prompts += 1;
         if queued {
             self.queued.push_back((h, line));
@@ -265,6 +296,7 @@ impl<W: Write> Sink for Render<W> {
         if let Some(p) = &mut self.last_prompt {
             p.1 = true;
         }
+        self.thinking = None;
         if !self.answers.insert(hash(text)) {
             self.shown.repeats += 1;
             self.emitted = true;
@@ -274,26 +306,75 @@ impl<W: Write> Sink for Render<W> {
         self.shown.answers += 1;
     }
 
-    fn call(&mut self, line: u64, name: &str, argument: Option<&str>) {
+    fn call(&mut self, line: u64, call: &Call) {
         if let Some(p) = &mut self.last_prompt {
             p.1 = true;
         }
         let at = self.cite.at(line);
-        let name = one_line(name, ARGUMENT_MAX);
-        match argument.map(|a| one_line(a, ARGUMENT_MAX)) {
-            Some(a) if !a.is_empty() => self.put(&format!("[{at}] tool {name}: {a}\n")),
-            _ => self.put(&format!("[{at}] tool {name}\n")),
+        let name = one_line(&call.name, ARGUMENT_MAX);
+        // An argument of several lines (every file a patch touches, a script) gets more room.
+        let room =
+            |a: &str| (a.lines().count() * ARGUMENT_MAX).clamp(ARGUMENT_MAX, 4 * ARGUMENT_MAX);
+        let mut text = match call.argument.as_deref().map(|a| one_line(a, room(a))) {
+            Some(a) if !a.is_empty() => format!("[{at}] tool {name}: {a}"),
+            _ => format!("[{at}] tool {name}"),
+        };
+        if let Some(why) = call.reason.as_deref().map(|r| one_line(r, ARGUMENT_MAX)) {
+            text.push_str(&format!(" (the agent's reason: {why})"));
         }
+        text.push('\n');
+        self.put(&text);
         self.shown.calls += 1;
         self.emitted = true;
     }
 
-    fn result(&mut self, line: u64, text: &str) {
+    fn result(&mut self, line: u64, result: &ResultText<'_>) {
         let at = self.cite.at(line);
-        let head = one_line(text, RESULT_HEAD);
-        self.put(&format!("[{at}] result, {}: {head}\n", size(text.len())));
+        let shown = super::text::result_shown(result, RESULT_HEAD);
+        let bytes = size(result.text.len());
+        let text = match (&shown.failed, &shown.exit) {
+            (true, exit) => {
+                let exit = exit
+                    .as_deref()
+                    .map(|e| format!(" (exit {e})"))
+                    .unwrap_or_default();
+                let why = shown.error.as_deref().unwrap_or(&shown.head);
+                self.shown.failed += 1;
+                format!("[{at}] result, failed{exit}, {bytes}: {why}\n")
+            }
+            _ if shown.brief => {
+                self.shown.brief += 1;
+                format!("[{at}] result, {bytes}\n")
+            }
+            _ => format!("[{at}] result, {bytes}: {}\n", shown.head),
+        };
+        self.put(&text);
         self.shown.results += 1;
         self.emitted = true;
+    }
+
+    fn thinking(&mut self, line: u64, text: &str) {
+        if !text.trim().is_empty() {
+            self.thinking = Some((line, text.to_string()));
+        }
+        self.emitted = true;
+    }
+
+    fn report(&mut self, line: u64, text: &str, label: Option<&str>) {
+        self.emitted = true;
+        if !self.reports.insert(hash(text.trim())) {
+            self.shown.repeats += 1;
+            return;
+        }
+        let at = self.cite.at(line);
+        let (kept, cut) = super::cut_str(text.trim(), REPORT_MAX);
+        let label = label.map(|l| format!(" ({})", one_line(l, ARGUMENT_MAX)));
+        self.put(&format!("[{at}] report{}:\n", label.unwrap_or_default()));
+        self.put(&super::text::indented(kept));
+        if cut {
+            self.put(&format!("[… read [{at}] in the original for the rest]\n"));
+        }
+        self.shown.reports += 1;
     }
 
     fn note(&mut self, line: u64, text: &str) {
@@ -320,6 +401,18 @@ impl<W: Write> Sink for Render<W> {
         }
         self.emitted = false;
     }
+
+    fn oversized(&mut self, line: u64, bytes: u64, read: bool) {
+        self.oversized.push((line, bytes, read));
+        if !read {
+            let at = self.cite.at(line);
+            self.put(&format!(
+                "[{at}] a record of {} almanac could not read: over its line limit, and not JSON\n",
+                size(bytes as usize)
+            ));
+            self.emitted = true;
+        }
+    }
 }
 
 /// Renders the part `reader` holds, whose first line is transcript line `first_line`, to `out`: its
@@ -340,11 +433,16 @@ pub fn part<R: io::Read, W: Write>(
     let sink = Render::new(out, cite, turns.merge_repeated_prompts);
     let mut r = super::Reader::with_sink(rule, turns, first_line, 0, &opts, sink);
     let mut lines = crate::util::lines::LineReader::new(reader);
-    while let Some(l) = lines.next_line()? {
+    while let Some(l) = lines.next_line_salvaged()? {
         if !l.terminated {
             break;
         }
-        r.line(first_line + l.number - 1, l.end, l.bytes);
+        let line = first_line + l.number - 1;
+        if l.oversized {
+            let read = !l.bytes.is_empty();
+            r.sink_mut().oversized(line, l.end - l.start, read);
+        }
+        r.line(line, l.end, l.bytes);
     }
     let (_, sink) = r.finish_with_sink(lines.bytes_read());
     sink.finish()
@@ -354,14 +452,26 @@ pub fn part<R: io::Read, W: Write>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn one_line_collapses_whitespace_and_cuts_on_characters() {
-        assert_eq!(one_line("  a\n\n b\tc  ", 10), "a b c");
-        assert_eq!(one_line("héllo wörld", 7), "héllo w…");
-        assert_eq!(one_line("abc", 3), "abc");
-        assert_eq!(one_line("abc d", 3), "abc…");
-        assert_eq!(size(999), "999 bytes");
-        assert_eq!(size(12_345), "12.3 KB");
+    /// A result of a rule with no failure, preamble or brief settings.
+    fn plain(text: &str) -> ResultText<'static> {
+        static RULE: std::sync::LazyLock<crate::rules::conversation::ResultRule> =
+            std::sync::LazyLock::new(|| crate::rules::conversation::ResultRule {
+                when: None,
+                each: None,
+                text: Vec::new(),
+                failed: None,
+                exit_code: Vec::new(),
+                error: Vec::new(),
+                preamble: None,
+                brief: None,
+            });
+        ResultText {
+            text: text.to_string(),
+            failed: false,
+            exit_code: None,
+            error: None,
+            rule: &RULE,
+        }
     }
 
     #[test]
@@ -370,11 +480,12 @@ mod tests {
         for (line, f) in [
             (
                 1,
-                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(1, "hi", false)) as Box<dyn Fn(&mut _)>,
+                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(1, "hi", false, None))
+                    as Box<dyn Fn(&mut _)>,
             ),
             (
                 2,
-                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(2, "hi", false)),
+                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(2, "hi", false, None)),
             ),
             (
                 3,
@@ -386,20 +497,29 @@ mod tests {
             ),
             (
                 5,
-                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(5, "later", true)),
+                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(5, "later", true, None)),
             ),
             (
                 6,
-                Box::new(|r: &mut Render<Vec<u8>>| r.call(6, "Read", Some("/a.rs"))),
+                Box::new(|r: &mut Render<Vec<u8>>| {
+                    r.call(
+                        6,
+                        &Call {
+                            name: "Read".into(),
+                            argument: Some("/a.rs".into()),
+                            reason: None,
+                        },
+                    )
+                }),
             ),
             (
                 7,
-                Box::new(|r: &mut Render<Vec<u8>>| r.result(7, "fn main() {}\n")),
+                Box::new(|r: &mut Render<Vec<u8>>| r.result(7, &plain("fn main() {}\n"))),
             ),
             (8, Box::new(|_: &mut Render<Vec<u8>>| {})),
             (
                 9,
-                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(9, "later", false)),
+                Box::new(|r: &mut Render<Vec<u8>>| r.prompt(9, "later", false, None)),
             ),
         ] {
             f(&mut r);
@@ -410,7 +530,7 @@ mod tests {
         assert_eq!(written, text.len() as u64);
         assert_eq!(
             text,
-            "\n[L1] user:\nhi\n\n[L3] assistant:\nhello\n\n[L5] user (queued):\nlater\n\
+            "\n[L1] user:\n  hi\n\n[L3] assistant:\n  hello\n\n[L5] user (queued):\n  later\n\
              [L6] tool Read: /a.rs\n[L7] result, 13 bytes: fn main() {}\n\n[L9] user: the queued prompt of [L5], sent\n\
              \nLeft out: 1 record that is no prompt, answer, tool call or result (metadata, file snapshots, progress, hooks); \
              3 records repeating text shown above.\n"
@@ -429,7 +549,7 @@ mod tests {
         let (out, shown, _) = r.finish().unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
-            text.starts_with("\n[M12] assistant:\nxxx"),
+            text.starts_with("\n[M12] assistant:\n  xxx"),
             "{}",
             &text[..40]
         );

@@ -11,6 +11,8 @@ pub struct LineReader<R: Read> {
     line_no: u64,
     bytes_read: u64,
     max_line: usize,
+    /// `next_line_salvaged`'s copy of an oversized line.
+    salvaged: Vec<u8>,
 }
 
 /// Lines longer than this are skipped, not held: memory stays bounded whatever a transcript holds.
@@ -53,6 +55,7 @@ impl<R: Read> LineReader<R> {
             line_no: 0,
             bytes_read: 0,
             max_line,
+            salvaged: Vec::new(),
         }
     }
 
@@ -197,6 +200,44 @@ impl<R: Read> LineReader<R> {
             terminated,
             oversized: false,
         })
+    }
+
+    /// As `next_line`, except that a line over the limit is read for what it says: its bytes are the
+    /// compact copy `salvage` makes of it (long strings cut, images named), and `oversized` is still
+    /// set. Empty when it is not JSON. What reads records for their text uses this: a prompt with
+    /// pasted screenshots is still a prompt.
+    pub fn next_line_salvaged(&mut self) -> io::Result<Option<LineRef<'_>>> {
+        let found = self.next_line_streaming(super::salvage::salvage)?;
+        let Some((l, copy)) = found else {
+            return Ok(None);
+        };
+        let (number, start, end, terminated, oversized) =
+            (l.number, l.start, l.end, l.terminated, l.oversized);
+        let bytes: &[u8] = match copy {
+            Some(copy) => {
+                self.salvaged = copy.unwrap_or_default();
+                &self.salvaged
+            }
+            None => {
+                let mut content: &[u8] = &self.buf;
+                if terminated {
+                    content = &content[..content.len() - 1];
+                }
+                content = without_cr(content);
+                if number == 1 {
+                    content = without_bom(content);
+                }
+                content
+            }
+        };
+        Ok(Some(LineRef {
+            number,
+            start,
+            end,
+            bytes,
+            terminated,
+            oversized,
+        }))
     }
 
     pub fn next_line(&mut self) -> io::Result<Option<LineRef<'_>>> {
@@ -346,15 +387,62 @@ impl<R: Read> Growing<R> {
 }
 
 /// Parses one JSONL line into a JSON object. Blank lines, invalid JSON (including invalid UTF-8) and
-/// non-object values (arrays, strings, numbers) yield `None`; the caller counts them and moves on.
+/// non-object values (arrays, strings, numbers) yield `None`; the caller counts them and moves on. A lone
+/// surrogate escape (`\ud83d` without its pair: Node's `JSON.stringify` writes one for a string cut
+/// inside a surrogate pair, and serde_json refuses it) is read as U+FFFD.
 pub fn parse_object(bytes: &[u8]) -> Option<serde_json::Value> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return None;
     }
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
+    let parsed = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(_) if memchr::memmem::find(bytes, b"\\u").is_some() => {
+            serde_json::from_slice(&lone_surrogates_replaced(bytes)?)
+        }
+        parsed => parsed,
+    };
+    match parsed {
         Ok(v @ serde_json::Value::Object(_)) => Some(v),
         _ => None,
     }
+}
+
+/// `bytes` with every `\uD800`-`\uDFFF` escape that is not half of a pair written as `\ufffd`; None
+/// when there is none.
+fn lone_surrogates_replaced(bytes: &[u8]) -> Option<Vec<u8>> {
+    let unit = |at: usize| -> Option<u32> {
+        let h = bytes.get(at..at + 6)?;
+        if &h[..2] != b"\\u" {
+            return None;
+        }
+        u32::from_str_radix(std::str::from_utf8(&h[2..]).ok()?, 16).ok()
+    };
+    let (mut out, mut copied, mut i) = (Vec::new(), 0, 0);
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(0xD800..=0xDBFF)
+                if unit(i + 6).is_some_and(|lo| (0xDC00..0xE000).contains(&lo)) =>
+            {
+                i += 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.extend_from_slice(&bytes[copied..i]);
+                out.extend_from_slice(b"\\ufffd");
+                i += 6;
+                copied = i;
+            }
+            // Any other escape, `\\` included: stepped over whole.
+            _ => i += 2,
+        }
+    }
+    if copied == 0 {
+        return None;
+    }
+    out.extend_from_slice(&bytes[copied..]);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -368,6 +456,20 @@ mod tests {
             out.push((l.number, l.start, l.end, l.bytes.to_vec(), l.terminated));
         }
         out
+    }
+
+    #[test]
+    fn a_lone_surrogate_is_read_as_a_replacement_character() {
+        // As Node writes a string cut inside a surrogate pair; a pair and an escaped backslash stay.
+        let v = parse_object(
+            br#"{"a":"cut \ud83d","b":"ok \ud83d\ude00","c":"\\ud83d","d":"\udc00x"}"#,
+        )
+        .expect("read");
+        assert_eq!(v["a"], "cut \u{FFFD}");
+        assert_eq!(v["b"], "ok 😀");
+        assert_eq!(v["c"], "\\ud83d");
+        assert_eq!(v["d"], "\u{FFFD}x");
+        assert!(parse_object(br#"{"a":"\ud83d"#).is_none(), "still not JSON");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod par;
 pub mod paths;
 pub mod protobuf;
+pub mod salvage;
 pub mod term;
 #[cfg(test)]
 pub mod testing;

@@ -127,8 +127,26 @@ fn shipped_profile_run(agent: &str) {
         !args.contains("almanac-capture-run") && !args.contains("message 1"),
         "argv holds no prompt text: {args}"
     );
+    // On stdin: the prompt, with the conversation almanac sealed before its last line (the marker).
     let stdin = std::fs::read_to_string(l.fake.join("stdin")).unwrap();
-    assert_eq!(stdin, prompt, "the agent read the prompt on stdin");
+    let conversation =
+        std::fs::read_to_string(l.repo.join(format!(".almanac/runs/{run}.transcript.md"))).unwrap();
+    let (head, marker) = prompt.rsplit_once("\nalmanac-capture-run: ").unwrap();
+    assert!(
+        stdin.starts_with(head),
+        "the agent read the prompt on stdin: {stdin}"
+    );
+    assert!(
+        stdin.contains(&format!(
+            "=== conversation begins ===\n{}\n=== conversation ends ===\n",
+            conversation.trim_end()
+        )),
+        "{stdin}"
+    );
+    assert!(
+        stdin.ends_with(&format!("\nalmanac-capture-run: {marker}")),
+        "{stdin}"
+    );
     assert_eq!(l.runs()[0]["status"], "done", "{}", run_log(&l, &run));
     assert!(!run_log(&l, &run).contains("message 1"));
 }
@@ -380,14 +398,18 @@ fn a_prompt_over_the_argument_limit_fails_naming_its_size() {
     std::fs::write(l.repo.join(".almanac/prompts/capture.md"), &big).unwrap();
     let run = queue_only(&l);
     run_worker(&l, 60);
+    // What the agent would be given: the prompt file and the conversation sealed into it.
     let size = std::fs::metadata(prompt_path(&l, &run)).unwrap().len();
     let r = &l.runs()[0];
     assert_eq!(r["status"], "failed", "{r}");
     let err = r["error"].as_str().unwrap();
-    assert!(
-        err.contains(&format!("{size} bytes")) && err.contains("too long"),
-        "{err}"
-    );
+    let given: u64 = err
+        .split("the prompt (")
+        .nth(1)
+        .and_then(|t| t.split(" bytes)").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the error names the prompt's size: {err}"));
+    assert!(given > size && err.contains("too long"), "{err}");
 }
 
 /// The real CLI behind a wrapper of the same name that records its arguments: the real client, given

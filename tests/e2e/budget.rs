@@ -36,11 +36,11 @@ fn estimates_for_a_known_transcript() {
     let text = c["conversation"].as_str().unwrap();
     for (i, line) in [(0, 1), (1, 3), (2, 5)] {
         assert!(
-            text.contains(&format!("[L{line}] user:\nprompt {i}\n")),
+            text.contains(&format!("[L{line}] user:\n  prompt {i}\n")),
             "{text}"
         );
         assert!(
-            text.contains(&format!("[L{}] assistant:\nanswer\n", line + 1)),
+            text.contains(&format!("[L{}] assistant:\n  answer\n", line + 1)),
             "{text}"
         );
     }

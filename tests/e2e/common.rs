@@ -215,3 +215,9 @@ pub fn output_and_peak_rss(mut cmd: std::process::Command) -> (Vec<u8>, i32, Opt
     };
     (reader.join().unwrap(), status.code().unwrap_or(-1), peak)
 }
+
+/// A rendered conversation with its texts' indent taken off (almanac indents every line of a prompt or
+/// an answer by two spaces): for looking up a text that spans lines.
+pub fn unindented(conversation: &str) -> String {
+    conversation.replace("\n  ", "\n")
+}

@@ -163,6 +163,7 @@ fn check_run(c: &Case, l: &Live, run: &Value, records: &[Value], original: &Path
             new.match_indices(&head).any(|(i, _)| {
                 let entry = &new[i..];
                 let entry = &entry[..entry[1..].find("\n[L").map_or(entry.len(), |e| e + 1)];
+                let entry = crate::common::unindented(entry);
                 entry.contains(&start(text)) || entry.contains("the queued prompt of")
             })
         })

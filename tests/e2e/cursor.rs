@@ -367,7 +367,7 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
     assert!(prompt.contains("Capture messages 1 to 47."), "{prompt}");
     let copy = l.conversation(&run);
     assert!(
-        copy.contains("[M1] user:\nнужны настройки сервера vite"),
+        copy.contains("[M1] user:\n  нужны настройки сервера vite"),
         "{copy}"
     );
 
@@ -418,11 +418,11 @@ fn a_cursor_composer_is_captured_then_only_its_new_exchange_and_an_unchanged_sto
     );
     let copy = l.conversation(run);
     assert!(
-        copy.contains("[M48] user:\nAdd a favicon as well."),
+        copy.contains("[M48] user:\n  Add a favicon as well."),
         "{copy}"
     );
     assert!(
-        copy.contains("[M49] assistant:\nAdded favicon.svg."),
+        copy.contains("[M49] assistant:\n  Added favicon.svg."),
         "{copy}"
     );
     let entry = &l.ledger()["entries"][format!("cursor:{COMPOSER_2025}")];

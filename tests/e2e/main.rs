@@ -9,6 +9,7 @@ mod agents_real;
 mod apps_off;
 mod automation;
 mod budget;
+mod capture_input;
 mod capture_now;
 mod chat_clients;
 mod claude_capture;

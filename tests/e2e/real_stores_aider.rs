@@ -331,7 +331,7 @@ fn real_aider_sessions_are_found_in_a_known_repo_and_each_new_or_grown_one_is_ca
     assert!(asked < answered, "{copy1}");
     // The user turn is the input history's entry; the log's `#### ` line is its echo.
     assert_eq!(copy1.matches("] user:\n").count(), 1, "{copy1}");
-    assert!(copy1.contains(&format!("] user:\n{FIRST}\n")), "{copy1}");
+    assert!(copy1.contains(&format!("] user:\n  {FIRST}\n")), "{copy1}");
     assert!(
         l.prompt(&run1).contains("Capture messages 1 to "),
         "{}",
@@ -383,7 +383,10 @@ fn real_aider_sessions_are_found_in_a_known_repo_and_each_new_or_grown_one_is_ca
     let copy2 = copy(&l, &run2);
     assert!(copy2.contains(QUESTION_ANSWER), "{copy2}");
     assert_eq!(copy2.matches("] user:\n").count(), 1, "{copy2}");
-    assert!(copy2.contains(&format!("] user:\n{QUESTION}\n")), "{copy2}");
+    assert!(
+        copy2.contains(&format!("] user:\n  {QUESTION}\n")),
+        "{copy2}"
+    );
     assert!(!copy2.contains(FIRST_ANSWER), "one session only: {copy2}");
     assert_eq!(l.runs().len(), 2);
 

@@ -197,7 +197,7 @@ fn an_opencode_capture_moves_its_cursor_and_the_next_takes_only_the_new_exchange
     let text = l.conversation(run_id);
     assert!(
         text.contains(&format!(
-            "[M{}] user:\nA third prompt, added later.",
+            "[M{}] user:\n  A third prompt, added later.",
             messages + 1
         )),
         "{text}"
@@ -930,7 +930,7 @@ fn aider_sessions_take_their_prompts_from_the_input_history_and_a_grown_one_is_c
     );
     let run_id = runs[0]["runId"].as_str().unwrap();
     let text = l.conversation(run_id);
-    assert!(text.contains("] user:\nAnd the tests?"), "{text}");
+    assert!(text.contains("] user:\n  And the tests?"), "{text}");
     assert!(
         l.prompt(run_id)
             .contains("previously captured through message"),

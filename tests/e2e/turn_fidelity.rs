@@ -69,7 +69,7 @@ pub(crate) fn agree_and_capture(
     assert_eq!(runs[0]["toLine"], view.lines().count(), "{s}");
     // The conversation the capture agent reads holds each prompt.
     let run_id = runs[0]["runId"].as_str().unwrap();
-    let conversation = l.conversation(run_id);
+    let conversation = crate::common::unindented(&l.conversation(run_id));
     for (_, p) in prompts {
         let head: String = p.chars().take(60).collect();
         assert!(conversation.contains(&head), "{head:?} in {conversation}");
@@ -279,7 +279,7 @@ fn cursor_background_task_notices_are_no_prompts() {
         "{conversation}"
     );
     assert!(
-        !conversation.contains(&format!("user:\n{notice}")),
+        !conversation.contains(&format!("user:\n  {notice}")),
         "{conversation}"
     );
     assert!(
@@ -320,7 +320,7 @@ fn cursor_prompt_resent_after_subagent_context_is_one_prompt() {
     // The conversation the capture agent read shows the resent prompt once, and no notice as a prompt.
     assert_eq!(conversation.matches(commit).count(), 1, "{conversation}");
     assert!(
-        !conversation.contains("user:\nBriefly inform"),
+        !conversation.contains("user:\n  Briefly inform"),
         "{conversation}"
     );
     assert_eq!(l.calls().len(), 1, "one agent run");
@@ -435,7 +435,7 @@ fn codex_desktop_turns_after_a_repeated_session_meta_are_captured() {
         (500, "Well then, you know what to do"),
     ] {
         assert!(
-            conversation.contains(&format!("[L{line}] user:\n{prompt}")),
+            conversation.contains(&format!("[L{line}] user:\n  {prompt}")),
             "{line}: {conversation}"
         );
     }

@@ -82,9 +82,17 @@ fn placeholders_in_the_prompt_and_the_repo_path_reach_the_agent_verbatim() {
         let prompt = std::fs::read_to_string(&prompt_file).unwrap();
         assert!(prompt.contains("{repo}/notes") && prompt.contains("in {repo} please"));
         let got = std::fs::read_to_string(l.fake.join(format!("prompt-arg-{run}"))).unwrap();
-        assert_eq!(
-            got, prompt,
-            "{run}: the agent's prompt argument is the prompt file"
+        // The prompt file, with the sealed conversation before its last line: no placeholder in
+        // either was filled in.
+        let conversation =
+            std::fs::read_to_string(repo.join(format!(".almanac/runs/{run}.transcript.md")))
+                .unwrap();
+        let (head, marker) = prompt.rsplit_once("\nalmanac-capture-run: ").unwrap();
+        assert!(
+            got.starts_with(head)
+                && got.contains(conversation.trim_end())
+                && got.ends_with(&format!("\nalmanac-capture-run: {marker}")),
+            "{run}: the agent's prompt argument is the prompt file with its conversation: {got}"
         );
         assert_eq!(
             std::fs::read_to_string(&arg).unwrap(),

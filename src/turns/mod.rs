@@ -88,7 +88,6 @@ pub enum Keep {
     Prompts,
 }
 
-
 impl Default for Options {
     fn default() -> Self {
         Options {

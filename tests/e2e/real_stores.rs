@@ -665,13 +665,25 @@ pub(crate) fn captured_second(
     );
     assert_eq!(through, captured, "{p2}");
     let copy2 = l.conversation(&run2);
-    // The conversation lists the earlier prompts for context (not their answers); the second prompt
-    // and its answer are in the range to capture.
+    // The conversation lists the earlier prompts and the agent's latest answer before the new part
+    // for context, once, before the new part; the second prompt and its answer are in the range to
+    // capture.
     assert!(
         message_holding(&copy2, FIRST).is_some_and(|m| m < through),
         "{copy2}"
     );
-    assert_eq!(message_holding(&copy2, FIRST_ANSWER), None, "{p2}\n{copy2}");
+    let new_part = copy2
+        .find("\n## The new part")
+        .unwrap_or_else(|| panic!("{copy2}"));
+    assert!(
+        copy2.find(FIRST_ANSWER).is_some_and(|at| at < new_part)
+            && copy2.matches(FIRST_ANSWER).count() == 1,
+        "{p2}\n{copy2}"
+    );
+    assert!(
+        message_holding(&copy2, FIRST_ANSWER).is_some_and(|m| m <= through),
+        "{copy2}"
+    );
     let asked = message_holding(&copy2, SECOND).unwrap_or_else(|| panic!("{copy2}"));
     assert!(asked > through && asked <= last, "{p2}\n{copy2}");
     assert_eq!(

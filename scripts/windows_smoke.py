@@ -583,6 +583,27 @@ def diff(a, b, path: str = "") -> list[str]:
     return []
 
 
+CONVERSATION_BEGINS = ("The conversation to capture follows, as almanac rendered and sealed it when this run was "
+                       "queued (the file named above holds the same text; read this copy):\n\n"
+                       "=== conversation begins ===")
+CONVERSATION_ENDS = "=== conversation ends ==="
+
+
+def given_prompt_bytes(prompt: Path) -> int:
+    """What the agent is given on stdin: the prompt file with the run's conversation (its
+    `.transcript.md` beside it) sealed in before the marker line (src/capture/agent.rs
+    `with_conversation`); the prompt file alone when the run has no conversation."""
+    text = prompt.read_text(encoding="utf-8")
+    conv = prompt.with_name(prompt.name.replace(".prompt.md", ".transcript.md"))
+    if not conv.exists():
+        return len(text.encode())
+    at = text.rfind("\nalmanac-capture-run: ")
+    head, tail = (text[: at + 1], text[at + 1 :]) if at >= 0 else (text, "")
+    given = (head.rstrip() + "\n\n" + CONVERSATION_BEGINS + "\n" + conv.read_text(encoding="utf-8").rstrip()
+             + "\n" + CONVERSATION_ENDS + "\n\n" + tail)
+    return len(given.encode())
+
+
 def check_ranges(world: World, summary: dict) -> list[str]:
     """Each item's byte range against its own transcript: fromByte/toByte on the boundaries of
     fromLine/toLine, newBytes their difference, estimatedTokens at least one and, the prompt aside,
@@ -986,9 +1007,9 @@ class Smoke:
                 problems.append(f"{run_id}: the agent ran in {c.get('cwd')!r}, expected the repo {w.p(w.repo)!r}")
             if not c.get("stdinBytes"):
                 problems.append(f"{run_id}: nothing on the agent's stdin (the prompt comes there by default)")
-            elif prompt.exists() and c["stdinBytes"] != prompt.stat().st_size:
-                problems.append(f"{run_id}: {c['stdinBytes']} bytes on stdin, the prompt file has "
-                                f"{prompt.stat().st_size}")
+            elif prompt.exists() and c["stdinBytes"] != given_prompt_bytes(prompt):
+                problems.append(f"{run_id}: {c['stdinBytes']} bytes on stdin, the prompt file with its "
+                                f"sealed conversation has {given_prompt_bytes(prompt)}")
             if c.get("inherited") != INHERITED:
                 problems.append(f"{run_id}: FAKE_AGENT_INHERITED (set for the sweep) reached the agent as "
                                 f"{c.get('inherited')!r}")

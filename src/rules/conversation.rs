@@ -241,15 +241,7 @@ impl ToolRule {
             return self.calls(record, |c| f(c.name));
         }
         match &self.each {
-            // Every name the path selects: a path may name several calls at once.
-            None => {
-                self.name.any(record, |v| {
-                    if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
-                        f(n.to_string());
-                    }
-                    false
-                });
-            }
+            None => self.record_names(record, f),
             Some(_) => each_node(
                 self.each.as_ref(),
                 record,
@@ -263,22 +255,28 @@ impl ToolRule {
         }
     }
 
+    /// Every name `name` selects in a record that is the call itself: a path may name several calls at
+    /// once.
+    fn record_names<D: Doc>(&self, record: &D, mut f: impl FnMut(String)) {
+        self.name.any(record, |v| {
+            if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
+                f(n.to_string());
+            }
+            false
+        });
+    }
+
     /// Each call in `record` (the rule applying): its name, main argument and reason; a script's
     /// calls each as one.
     pub fn calls<D: Doc>(&self, record: &D, mut f: impl FnMut(Call)) {
         if self.each.is_none() {
             let mut names = Vec::new();
-            self.name.any(record, |v| {
-                if let Some(n) = v.as_str().filter(|n| !n.is_empty()) {
-                    names.push(n.to_string());
-                }
-                false
-            });
+            self.record_names(record, |n| names.push(n));
+            let script = self.script.as_ref().and_then(|s| (&record).script(&s.path));
             for n in names {
-                let script = self.script.as_ref().and_then(|s| (&record).script(&s.path));
                 let argument = first_text(&self.argument, record, Some(&n));
                 let reason = first_text(&self.reason, record, Some(&n));
-                self.emit(n, argument, reason, script, &mut f);
+                self.emit(n, argument, reason, script.clone(), &mut f);
             }
             return;
         }

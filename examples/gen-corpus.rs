@@ -2,6 +2,12 @@
 //! repos with `.almanac/` under `<out>/repos`, real record shapes, Codex first lines of ~20 KiB, half of
 //! the Claude sessions with subagents, 10% of sessions in directories without a wiki, mtimes in the past.
 //!
+//! Tool results are real-sized: on real Claude Code sessions they are a third to two thirds of the bytes
+//! (a tool-result line is 1.9 KB at the median, 19 KB at the 90th percentile, 58 KB at the 99th, two thirds
+//! of it the `toolUseResult` copy), so each turn makes 0-3 calls (Read with numbered lines, Edit with
+//! the original file in `toolUseResult`, Bash, Grep; Codex `exec_command` with its preamble, and in half
+//! the Codex sessions code-mode `exec` scripts), each result 150 B to 16 KiB, log-uniform.
+//!
 //! cargo run --release --example gen-corpus -- --out DIR --sessions 10000 [--repos 50] [--seed 1]
 //!     [--max-turns 24]  smaller sessions for very large corpora (e.g. 100k sessions with --max-turns 1)
 //!     [--big-mib N]   also write one transcript of about N MiB (for the large-file memory check)
@@ -33,6 +39,28 @@ impl Rng {
             &h[17..20],
             &h[20..32]
         )
+    }
+    /// A tool output's size: log-uniform from 150 B to 16 KiB (median ~1.6 KB, like real results).
+    fn result_size(&mut self) -> usize {
+        (150.0 * (109.0f64).powf(self.below(1000) as f64 / 1000.0)) as usize
+    }
+    /// About `bytes` of text in lines of 6-14 words, JSON-escaped (`\\n` between lines); each line
+    /// prefixed as `number(i)` says (a Read's `     N→`).
+    fn text_lines(&mut self, bytes: usize, number: bool) -> String {
+        let mut s = String::new();
+        let mut i = 1;
+        while s.len() < bytes {
+            if i > 1 {
+                s.push_str("\\n");
+            }
+            if number {
+                s.push_str(&format!("{i:>6}\u{2192}"));
+            }
+            let n = 6 + self.below(9) as usize;
+            s.push_str(&self.words(n));
+            i += 1;
+        }
+        s
     }
     fn words(&mut self, n: usize) -> String {
         const W: &[&str] = &[
@@ -76,14 +104,8 @@ fn claude_session(rng: &mut Rng, sid: &str, cwd: &str, turns: usize) -> String {
             };
             s.push_str(&format!("{{\"parentUuid\":\"{}\",\"isSidechain\":false,\"userType\":\"external\",\"cwd\":\"{cwd}\",\"sessionId\":\"{sid}\",\"version\":\"2.1.332\",\"type\":\"assistant\",\"message\":{{\"id\":\"{mid}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"stop_reason\":null,\"usage\":{{\"input_tokens\":{},\"output_tokens\":{}}}}},\"requestId\":\"req_{:x}\",\"uuid\":\"{}\",\"timestamp\":\"{ts}\"}}\n", rng.uuid(), rng.below(90000), rng.below(4000), rng.next(), rng.uuid()));
         }
-        if rng.below(2) == 0 {
-            let tool = ["Read", "Edit", "Bash", "Grep", "Agent"][rng.below(5) as usize];
-            s.push_str(&format!("{{\"type\":\"assistant\",\"cwd\":\"{cwd}\",\"sessionId\":\"{sid}\",\"message\":{{\"id\":\"{mid}\",\"role\":\"assistant\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"toolu_{:x}\",\"name\":\"{tool}\",\"input\":{{\"file_path\":\"{cwd}/src/lib.rs\"}}}}]}},\"timestamp\":\"{ts}\"}}\n", rng.next()));
-            let out = {
-                let n = 100 + rng.below(600) as usize;
-                rng.words(n)
-            };
-            s.push_str(&format!("{{\"type\":\"user\",\"cwd\":\"{cwd}\",\"sessionId\":\"{sid}\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":\"{out}\"}}]}},\"timestamp\":\"{ts}\"}}\n"));
+        for _ in 0..rng.below(4) {
+            claude_tool(rng, &mut s, sid, cwd, &mid, &ts);
         }
     }
     s.push_str(&format!(
@@ -93,7 +115,88 @@ fn claude_session(rng: &mut Rng, sid: &str, cwd: &str, turns: usize) -> String {
     s
 }
 
+/// One tool call and its result, shaped as Claude Code writes them (the result's `toolUseResult` copy too).
+fn claude_tool(rng: &mut Rng, s: &mut String, sid: &str, cwd: &str, mid: &str, ts: &str) {
+    let id = format!("toolu_{:016x}", rng.next());
+    let file = format!("{cwd}/src/{}.rs", rng.words(1));
+    let size = rng.result_size();
+    let (name, input, content, extra, error) = match rng.below(4) {
+        0 => {
+            let body = rng.text_lines(size, false);
+            let numbered = rng.text_lines(size, true);
+            (
+                "Read",
+                format!("{{\"file_path\":\"{file}\"}}"),
+                numbered,
+                format!("{{\"type\":\"text\",\"file\":{{\"filePath\":\"{file}\",\"content\":\"{body}\",\"numLines\":40,\"startLine\":1,\"totalLines\":40}}}}"),
+                false,
+            )
+        }
+        1 => {
+            let old = rng.words(12);
+            let new = rng.words(16);
+            let original = rng.text_lines(size, false);
+            (
+                "Edit",
+                format!("{{\"file_path\":\"{file}\",\"old_string\":\"{old}\",\"new_string\":\"{new}\",\"replace_all\":false}}"),
+                format!("The file {file} has been updated successfully."),
+                format!("{{\"filePath\":\"{file}\",\"oldString\":\"{old}\",\"newString\":\"{new}\",\"originalFile\":\"{original}\",\"structuredPatch\":[{{\"oldStart\":3,\"oldLines\":1,\"newStart\":3,\"newLines\":1,\"lines\":[\"-{old}\",\"+{new}\"]}}],\"userModified\":false,\"replaceAll\":false}}"),
+                false,
+            )
+        }
+        2 => {
+            let command = format!("cargo test -q {}", rng.words(2));
+            let out = rng.text_lines(size, false);
+            let error = rng.below(8) == 0;
+            let content = if error {
+                format!("Exit code 101\\n{out}\\nerror: test failed")
+            } else {
+                out.clone()
+            };
+            (
+                "Bash",
+                format!("{{\"command\":\"{command}\",\"description\":\"{}\"}}", rng.words(4)),
+                content,
+                format!("{{\"stdout\":\"{out}\",\"stderr\":\"\",\"interrupted\":false,\"isImage\":false}}"),
+                error,
+            )
+        }
+        _ => {
+            let pattern = rng.words(1);
+            let files = rng.text_lines(size / 2, false);
+            (
+                "Grep",
+                format!("{{\"pattern\":\"{pattern}\",\"path\":\"{cwd}\",\"output_mode\":\"files_with_matches\"}}"),
+                files.clone(),
+                format!("{{\"mode\":\"files_with_matches\",\"filenames\":[\"{files}\"],\"numFiles\":12}}"),
+                false,
+            )
+        }
+    };
+    s.push_str(&format!("{{\"parentUuid\":\"{}\",\"isSidechain\":false,\"userType\":\"external\",\"cwd\":\"{cwd}\",\"sessionId\":\"{sid}\",\"version\":\"2.1.332\",\"type\":\"assistant\",\"message\":{{\"id\":\"{mid}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-opus-5-5\",\"content\":[{{\"type\":\"tool_use\",\"id\":\"{id}\",\"name\":\"{name}\",\"input\":{input}}}],\"stop_reason\":null}},\"uuid\":\"{}\",\"timestamp\":\"{ts}\"}}\n", rng.uuid(), rng.uuid()));
+    s.push_str(&format!("{{\"parentUuid\":\"{}\",\"isSidechain\":false,\"userType\":\"external\",\"cwd\":\"{cwd}\",\"sessionId\":\"{sid}\",\"version\":\"2.1.332\",\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":[{{\"tool_use_id\":\"{id}\",\"type\":\"tool_result\",\"content\":\"{content}\",\"is_error\":{error}}}]}},\"uuid\":\"{}\",\"timestamp\":\"{ts}\",\"toolUseResult\":{extra},\"sourceToolAssistantUUID\":\"{}\"}}\n", rng.uuid(), rng.uuid(), rng.uuid()));
+}
+
+/// One Codex shell call and its output: a classic `exec_command` function call, or (code mode) a
+/// `custom_tool_call` `exec` whose script calls `tools.exec_command`, its output a list of parts.
+fn codex_tool(rng: &mut Rng, s: &mut String, ts: &str, code_mode: bool) {
+    let call = format!("call_{:016x}", rng.next());
+    let cmd = format!("rg -n {} src", rng.words(2));
+    let size = rng.result_size();
+    let out = rng.text_lines(size, false);
+    let exit = if rng.below(8) == 0 { 1 } else { 0 };
+    let preamble = format!("Chunk ID: {:06x}\\nWall time: 0.{} seconds\\nProcess exited with code {exit}\\nOriginal token count: {}\\nOutput:\\n", rng.below(1 << 24), rng.below(1000), size / 4);
+    if code_mode {
+        s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"custom_tool_call\",\"status\":\"completed\",\"call_id\":\"{call}\",\"name\":\"exec\",\"input\":\"const r = await tools.exec_command({{\\\"cmd\\\":\\\"{cmd}\\\",\\\"workdir\\\":\\\"/repo\\\",\\\"yield_time_ms\\\":10000}});\\ntext(r.output);\"}}}}\n"));
+        s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"custom_tool_call_output\",\"call_id\":\"{call}\",\"output\":[{{\"type\":\"input_text\",\"text\":\"Script completed\\nWall time 0.4 seconds\\nOutput:\\n\"}},{{\"type\":\"input_text\",\"text\":\"{preamble}{out}\"}}]}}}}\n"));
+    } else {
+        s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call\",\"name\":\"exec_command\",\"arguments\":\"{{\\\"cmd\\\":\\\"{cmd}\\\",\\\"workdir\\\":\\\"/repo\\\"}}\",\"call_id\":\"{call}\"}}}}\n"));
+        s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"{call}\",\"output\":\"{preamble}{out}\"}}}}\n"));
+    }
+}
+
 fn codex_session(rng: &mut Rng, id: &str, cwd: &str, turns: usize, instructions: &str) -> String {
+    let code_mode = rng.below(2) == 0;
     let mut s = format!(
         "{{\"timestamp\":\"2026-10-01T10:00:00.000Z\",\"type\":\"session_meta\",\"payload\":{{\"session_id\":\"{id}\",\"id\":\"{id}\",\"timestamp\":\"2026-10-01T10:00:00.000Z\",\"cwd\":\"{cwd}\",\"originator\":\"codex-tui\",\"cli_version\":\"0.171.0\",\"source\":\"cli\",\"thread_source\":\"user\",\"model_provider\":\"openai\",\"base_instructions\":{{\"text\":\"{instructions}\"}}}}}}\n"
     );
@@ -107,14 +210,8 @@ fn codex_session(rng: &mut Rng, id: &str, cwd: &str, turns: usize, instructions:
         s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"message\",\"role\":\"user\",\"content\":[{{\"type\":\"input_text\",\"text\":\"{prompt}\"}}]}}}}\n"));
         s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"user_message\",\"message\":\"{prompt}\",\"images\":[]}}}}\n"));
         s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"turn_context\",\"payload\":{{\"cwd\":\"{cwd}\",\"approval_policy\":\"on-request\",\"model\":\"gpt-6\"}}}}\n"));
-        for _ in 0..(1 + rng.below(3)) {
-            let args = rng.words(10);
-            s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call\",\"name\":\"shell_command\",\"arguments\":\"{{\\\"command\\\":\\\"{args}\\\"}}\",\"call_id\":\"call_{:x}\"}}}}\n", rng.next()));
-            let out = {
-                let n = 50 + rng.below(400) as usize;
-                rng.words(n)
-            };
-            s.push_str(&format!("{{\"timestamp\":\"{ts}\",\"type\":\"response_item\",\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":\"{out}\"}}}}\n"));
+        for _ in 0..rng.below(4) {
+            codex_tool(rng, &mut s, &ts, code_mode);
         }
         let answer = {
             let n = 30 + rng.below(150) as usize;

@@ -280,7 +280,7 @@ def main():
         rss = f"{mib(r[1]):.1f} MiB" if br is not None else ""
         br = None if br == "" else br
         print(f"{name:<44} {r[0]:>8.3f} {rss:>10} {'' if br is None else br:>14}")
-    print(f"(c)/(b) = {tc[0] / tb[0]:.2f}   (target <= 2)")
+    print(f"(c)/(b) = {tc[0] / tb[0]:.2f}   (target <= 1.5); (c) peak RSS {mib(tc[1]):.1f} MiB (target < 32 MiB)")
     print(f"(d)/(a) = {td[0] / ta[0]:.2f}   (target <= 3); (d) bytesRead = {d['stats']['bytesRead']} (target 0)")
     print(f"(f)/(b) = {tf[0] / tb[0]:.2f}   (target <= 1.5); (f)/(a) = {tf[0] / ta[0]:.1f}; eligible {f_sum['eligible']}")
     print(f"(g)/(a) = {tg[0] / ta[0]:.2f}   (target <= 2); (g) bytesRead = {g_read} (target 0); (g)/(b) = {tg[0] / tb[0]:.2f}")

@@ -204,7 +204,15 @@ fn result_rules(cx: &mut Ctx<'_>, list: &[RawResult]) -> Vec<ResultRule> {
                 Some(re) => cx.regex(&format!("{f}.{name}"), re).map(Some),
                 None => Some(None),
             };
-            let preamble = regex("preamble", &r.preamble);
+            // A preamble line is all one match: checked anchored, so that a line that is not one
+            // fails at its first characters (every line of a result's start is tried).
+            let preamble = match regex("preamble", &r.preamble) {
+                Some(Some(_)) => regex(
+                    "preamble",
+                    &r.preamble.as_ref().map(|p| format!(r"\A(?:{p})\z")),
+                ),
+                other => other,
+            };
             let brief = regex("brief", &r.brief);
             Some(ResultRule {
                 when,

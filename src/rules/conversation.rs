@@ -66,7 +66,8 @@ pub struct ResultRule {
     /// The error message a failed result carries beside its text.
     pub error: Vec<TextSource>,
     /// Lines the tool writes about its run, not output (`Wall time: 0.2 seconds`): never shown as the
-    /// output's start. A named group `exit` in it is the exit code.
+    /// output's start. A named group `exit` in it is the exit code. Compiled anchored at both ends
+    /// (`\A(?:…)\z`): it matches a whole line or not at all.
     pub preamble: Option<Regex>,
     /// A result whose text matches only acknowledges its call: shown by its size alone.
     pub brief: Option<Regex>,

@@ -305,8 +305,28 @@ pub fn spend_budget(
     let mut runs_left = budget.max_runs;
     let mut tokens_left = budget.max_tokens;
     let mut taken: Vec<(Plan, Vec<Chunk>, u32)> = Vec::new();
-    for plan in plans {
+    let sizing = Sizing {
+        limit: budget.max_tokens_per_run * crate::config::BYTES_PER_TOKEN,
+        always: false,
+    };
+    for mut plan in plans {
         summary.eligible += 1;
+        // A part the scan left unmeasured is cut by its rendering once a run is left to start it.
+        if runs_left > 0 {
+            let (file, _) = &candidates[plan.idx];
+            let rule = catalog.get(&file.app).expect("walked apps exist");
+            let mut read = 0;
+            // A part that cannot be read again now stays one chunk; its run reads it, or says why not.
+            let _ = super::range::measure_part(
+                rule,
+                file,
+                &mut plan.r,
+                sizing,
+                !opts.dry_run,
+                &mut read,
+            );
+            summary.stats.bytes_read += read;
+        }
         let mut chunks = chunks_of(&plan.r);
         let of = chunks.len() as u32;
         let (take, tokens) = fit(&chunks, runs_left, tokens_left);

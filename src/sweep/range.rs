@@ -7,6 +7,7 @@ use crate::discover::{self, FoundFile};
 use crate::ledger::{cursor, LedgerEntry};
 use crate::policy::Settings;
 use crate::rules::RuleSet;
+use crate::turns::render::{Cite, Render};
 use std::io::Read;
 
 /// A cursor in a transcript: bytes and lines before it, and the `sha256:` of those bytes.
@@ -159,20 +160,13 @@ fn decide_range_in(
         }
         (None, None) => (0, 0, false),
     };
-    // Lines are numbered from the cursor by the scan, from the transcript's start by the turn reads.
-    let mut each = counting.map(|c| {
-        move |bytes: &[u8], end: u64, n: u64, boundary: bool| {
-            c.line(bytes, end, cursor_lines + n, boundary)
-        }
-    });
-    let on_line = each.as_mut().map(|f| f as cursor::OnLine);
     let (scan, rendered) = scan_sized(
         rule,
         file,
         (cursor_bytes, cursor_lines),
         hash,
         sizing,
-        on_line,
+        counting,
         until.map(|u| u.0),
     )?;
     *bytes_read += scan.bytes_read;
@@ -209,26 +203,82 @@ fn scan_sized(
     (bytes, lines): (u64, u64),
     hash: bool,
     sizing: Sizing,
-    on_line: Option<cursor::OnLine>,
+    counting: Option<&mut Counting>,
     until: Option<u64>,
 ) -> Result<(cursor::Scan, Option<Vec<u64>>), String> {
     let open = discover::open_transcript(&file.path)
         .map_err(|e| e.to_string())?
         .take(until.unwrap_or(u64::MAX));
     let opts = super::measure::options();
-    let measured = sizing.measures(file.size.saturating_sub(bytes));
     let view = rule.is_view(&file.path);
+    // Counting measures too, in the same read of each line (one parse, not two). Without a need for
+    // every part's estimate, a transcript's part is measured once the budget takes it (`measure_part`):
+    // a sweep that finds a thousand new parts and starts twenty renders twenty. A view's is measured
+    // here, where its cursor is placed by message ids.
+    let measured = sizing.measures(file.size.saturating_sub(bytes))
+        && counting.is_none()
+        && (sizing.always || view);
     let mut measure = Measure::new(rule, &opts, sizing.limit, view).filter(|_| measured);
-    let mut by = measure
+    // Lines are numbered from the cursor by the scan, from the transcript's start by the turn reads.
+    let mut counting = counting;
+    let mut by_count = counting.as_deref_mut().map(|c| {
+        c.cut_at(sizing.limit, view);
+        move |l: &[u8], end: u64, n: u64| c.line(l, end, lines + n)
+    });
+    let mut by_measure = measure
         .as_mut()
         .map(|m| move |l: &[u8], end: u64, n: u64| m.line(l, end, lines + n));
-    let cut = match (&mut by, rule.turns.is_some()) {
-        (Some(f), _) => cursor::Cut::By(f),
-        (None, false) => cursor::Cut::Bytes(sizing.limit),
-        (None, true) => cursor::Cut::None,
+    let cut = match (&mut by_count, &mut by_measure, rule.turns.is_some()) {
+        (Some(f), _, _) => cursor::Cut::By(f),
+        (None, Some(f), _) => cursor::Cut::By(f),
+        (None, None, false) => cursor::Cut::Bytes(sizing.limit),
+        (None, None, true) => cursor::Cut::None,
     };
-    let scan = cursor::scan_lines(open, bytes, hash, cut, on_line).map_err(|e| e.to_string())?;
-    Ok((scan, measure.map(Measure::finish)))
+    let scan = cursor::scan_lines(open, bytes, hash, cut, None).map_err(|e| e.to_string())?;
+    let rendered = match counting {
+        Some(c) => Some(c.close()),
+        None => measure.map(Measure::finish),
+    };
+    Ok((scan, rendered))
+}
+
+/// Cuts a part the scan did not measure (`Sizing::always` off) where each chunk's rendering reaches the
+/// limit, reading it again: the budget measures what it is about to start. `hash`: the chunks' ends are
+/// hashed (a live sweep records them). A part whose lines changed since the first scan stays as it was
+/// (one chunk: the run reads it whole).
+pub fn measure_part(
+    rule: &RuleSet,
+    file: &FoundFile,
+    r: &mut Range,
+    sizing: Sizing,
+    hash: bool,
+    bytes_read: &mut u64,
+) -> Result<(), String> {
+    let raw = r.to_byte - r.from_byte;
+    if r.rendered.is_some()
+        || rule.turns.is_none()
+        || rule.is_view(&file.path)
+        || !sizing.measures(raw)
+    {
+        return Ok(());
+    }
+    let at = (r.from_byte, r.from_line_before);
+    let always = Sizing {
+        always: true,
+        ..sizing
+    };
+    let (scan, rendered) = scan_sized(rule, file, at, hash, always, None, Some(r.to_byte))?;
+    *bytes_read += scan.bytes_read;
+    let same = scan.complete_end == r.to_byte
+        && scan.new_lines == r.to_line - r.from_line_before
+        && (!hash
+            || (scan.hash_at_cursor.as_deref() == Some(r.hash_at_cursor.as_str())
+                && scan.hash_at_end == r.hash_at_end));
+    if same {
+        r.rendered = rendered.filter(|s| s.len() == scan.boundaries.len() + 1);
+        r.boundaries = scan.boundaries;
+    }
+    Ok(())
 }
 
 /// Whether the transcript still starts with the bytes `e` captured.
@@ -482,10 +532,15 @@ pub struct Counting<'a> {
     first: Option<crate::turns::Reader<'a>>,
     first_turns: Option<u64>,
     chunk_opts: &'a crate::turns::Options,
-    chunk: Option<crate::turns::Reader<'a>>,
-    /// The first line handed over, and each chunk's summary as it ended.
+    /// The chunk being read: its turns, and its rendering measured (one parse of each line for both).
+    chunk: Option<crate::turns::Reader<'a, Render<std::io::Sink>>>,
+    /// A chunk ends where its rendering reaches this many bytes; entries cite lines or messages.
+    limit: u64,
+    cite: Cite,
+    /// The first line handed over, and each chunk's summary and rendered bytes as it ended.
     first_line: Option<u64>,
     done: Vec<Option<crate::turns::PartSummary>>,
+    sizes: Vec<u64>,
 }
 
 /// Options of the whole part's first-turn read and of a chunk's read (`Keep::Counts` for a dry run).
@@ -513,12 +568,25 @@ impl<'a> Counting<'a> {
             first_turns: None,
             chunk_opts: &opts[1],
             chunk: None,
+            limit: u64::MAX,
+            cite: Cite::Line,
             first_line: None,
             done: Vec::new(),
+            sizes: Vec::new(),
         })
     }
 
-    fn line(&mut self, bytes: &[u8], end: u64, line: u64, boundary: bool) {
+    /// Where the scan cuts chunks: where a chunk's rendering reaches `limit` bytes (as `Measure`).
+    fn cut_at(&mut self, limit: u64, view: bool) {
+        self.limit = limit;
+        self.cite = match view {
+            true => Cite::Message,
+            false => Cite::Line,
+        };
+    }
+
+    /// Line `line` (`bytes`, ending `end` bytes into the file): whether a chunk ends after it.
+    fn line(&mut self, bytes: &[u8], end: u64, line: u64) -> bool {
         use crate::turns::Reader;
         use crate::util::lines::without_bom;
         // Each read strips a BOM from its own first line, as a reader started there does.
@@ -538,19 +606,37 @@ impl<'a> Counting<'a> {
             }
         }
         let new_chunk = self.chunk.is_none();
-        let (rule, turns, opts) = (self.rule, self.turns, self.chunk_opts);
-        let r = self
-            .chunk
-            .get_or_insert_with(|| Reader::new(rule, turns, line, 0, opts));
+        let (rule, turns, opts, cite) = (self.rule, self.turns, self.chunk_opts, self.cite);
+        let r = self.chunk.get_or_insert_with(|| {
+            let sink = Render::new(std::io::sink(), cite, turns.merge_repeated_prompts);
+            Reader::with_sink(rule, turns, line, 0, opts, sink)
+        });
         r.line(
             line,
             end,
             if new_chunk { without_bom(bytes) } else { bytes },
         );
-        if boundary {
-            let r = self.chunk.take().expect("reading");
-            self.done.push(Some(crate::turns::summarize(&r.finish(0))));
+        if r.sink().written() < self.limit {
+            return false;
         }
+        self.end_chunk();
+        true
+    }
+
+    fn end_chunk(&mut self) {
+        if let Some(r) = self.chunk.take() {
+            let (t, sink) = r.finish_with_sink(0);
+            self.done.push(Some(crate::turns::summarize(&t)));
+            // Writing to a sink does not fail.
+            self.sizes
+                .push(sink.finish().map(|(_, _, n)| n).unwrap_or(0));
+        }
+    }
+
+    /// The scan is over: each chunk's rendered bytes, the last one's too.
+    fn close(&mut self) -> Vec<u64> {
+        self.end_chunk();
+        self.sizes.clone()
     }
 
     /// Whether the part holds a turn, and each chunk's summary: None unless the lines handed over
@@ -563,9 +649,7 @@ impl<'a> Counting<'a> {
             Some(f) => f.finish(0).total_turns,
             None => self.first_turns?,
         };
-        if let Some(c) = self.chunk.take() {
-            self.done.push(Some(crate::turns::summarize(&c.finish(0))));
-        }
+        self.end_chunk();
         // Held per part until the budget is spent: no room for more.
         self.done.shrink_to_fit();
         (self.done.len() == r.boundaries.len() + 1).then_some((first, self.done))

@@ -19,25 +19,35 @@ fn breaks_line(c: char) -> bool {
 /// `\n`, and a newline at the end.
 pub fn indented(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 16 + 4);
-    let mut at_start = true;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if breaks_line(c) {
-            if c == '\r' && chars.peek() == Some(&'\n') {
-                chars.next();
-            }
-            out.push('\n');
-            at_start = true;
-            continue;
-        }
-        if at_start {
+    let mut put = |line: &str| {
+        if !line.is_empty() {
             out.push_str(INDENT);
-            at_start = false;
+            out.push_str(line);
         }
-        out.push(c);
-    }
-    if !at_start {
         out.push('\n');
+    };
+    // By bytes, the breaks `breaks_line` names found by their UTF-8 forms: a reply of megabytes is
+    // copied a line at a time, not a character at a time.
+    let b = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        let width = match b[i] {
+            b'\n' | 0x0b | 0x0c => 1,
+            b'\r' if b.get(i + 1) == Some(&b'\n') => 2,
+            b'\r' => 1,
+            0xc2 if b.get(i + 1) == Some(&0x85) => 2,
+            0xe2 if b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xa8 | 0xa9)) => 3,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        put(&text[start..i]);
+        i += width;
+        start = i;
+    }
+    if start < b.len() {
+        put(&text[start..]);
     }
     out
 }
@@ -134,12 +144,18 @@ fn prefix(text: &str, max: usize) -> &str {
     super::cut_str(text, max).0
 }
 
-/// Whether `line` is all one match of `preamble`, and the exit code it names.
+/// Whether `line` is all one match of `preamble` (compiled anchored at both ends), and the exit code it
+/// names.
 fn preamble_line(preamble: Option<&regex::Regex>, line: &str) -> Option<Option<String>> {
-    let c = preamble?.captures(line)?;
-    let m = c.get(0)?;
-    (m.start() == 0 && m.end() == line.len())
-        .then(|| c.name("exit").map(|e| e.as_str().to_string()))
+    let re = preamble?;
+    if !re.is_match(line) {
+        return None;
+    }
+    Some(
+        re.captures(line)?
+            .name("exit")
+            .map(|e| e.as_str().to_string()),
+    )
 }
 
 /// What a result shows, its text read as `r`'s rule says.
@@ -151,7 +167,10 @@ pub fn result_shown(
     let pre = rule.preamble.as_ref();
     let mut exit = r.exit_code.clone().map(|e| e.trim().to_string());
     let mut head = String::new();
+    let mut head_chars = 0;
     let mut first_line = true;
+    // A tool writes its preamble before the output: once the head is full, no later line can change
+    // what is shown (a result of megabytes costs its first lines).
     for line in prefix(&r.text, HEAD_SCAN).lines() {
         let line = line.trim_end();
         if let Some(code) = preamble_line(pre, line) {
@@ -162,13 +181,16 @@ pub fn result_shown(
             }
             continue;
         }
-        if head.chars().count() <= head_max {
-            if !first_line {
-                head.push(' ');
-            }
-            head.push_str(line);
-            first_line = false;
+        if head_chars > head_max {
+            break;
         }
+        if !first_line {
+            head.push(' ');
+            head_chars += 1;
+        }
+        head.push_str(line);
+        head_chars += line.chars().count();
+        first_line = false;
     }
     let nonzero = exit
         .as_deref()
@@ -247,6 +269,54 @@ mod tests {
             assert!(line.is_empty() || line.starts_with(INDENT), "{line:?}");
         }
         assert_eq!(indented(""), "");
+    }
+
+    /// `indented` by characters, as `breaks_line` says: what the byte scan must agree with.
+    fn indented_by_chars(text: &str) -> String {
+        let mut out = String::new();
+        let mut at_start = true;
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if breaks_line(c) {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                out.push('\n');
+                at_start = true;
+                continue;
+            }
+            if at_start {
+                out.push_str(INDENT);
+                at_start = false;
+            }
+            out.push(c);
+        }
+        if !at_start {
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn every_line_break_a_reader_sees_is_found_in_the_bytes() {
+        // Each break, and the characters whose UTF-8 shares a lead byte with one (U+0080-U+00BF,
+        // U+2000-U+203F), at the start, middle and end, doubled and next to each other.
+        let parts = [
+            "a", "\n", "\r", "\r\n", "\n\r", "\u{0b}", "\u{0c}", "\u{85}", "\u{84}", "\u{a9}",
+            "\u{2028}", "\u{2029}", "\u{2027}", "\u{202a}", "\u{2014}", "é", "日本", " ",
+        ];
+        let mut cases = vec![String::new()];
+        for a in parts {
+            for b in parts {
+                for c in parts {
+                    cases.push(format!("{a}{b}{c}"));
+                    cases.push(format!("{a}x{b}{c}y"));
+                }
+            }
+        }
+        for case in &cases {
+            assert_eq!(indented(case), indented_by_chars(case), "{case:?}");
+        }
     }
 
     #[test]

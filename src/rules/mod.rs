@@ -156,7 +156,6 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
             }
         }
     }
-    let mut pending: Vec<(serde_json::Value, Origin)> = Vec::new();
     policy = policy.or_else(|| {
         load_policy(
             BUILTIN_POLICY.1,
@@ -165,7 +164,10 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
         )
     });
 
+    // Directory by directory, in order: a file that extends a set (its own id's too) builds on the set
+    // as loaded so far, and a full replacement replaces whatever the directories before it made.
     for dir in dirs {
+        let mut pending: Vec<(serde_json::Value, Origin)> = Vec::new();
         let files = match list_rule_files(dir) {
             Ok(f) => f,
             Err(d) => {
@@ -187,12 +189,12 @@ pub fn load(dirs: &[PathBuf]) -> Result<Catalog, Vec<Diagnostic>> {
                 pending.push((doc, origin));
             }
         }
-    }
-    for (doc, origin) in extend::in_order(pending, &mut diags) {
-        if let Some(set) = load_doc(doc, origin, &mut bases, &mut diags) {
-            match sets.iter_mut().find(|s| s.id == set.id) {
-                Some(existing) => *existing = set,
-                None => sets.push(set),
+        for (doc, origin) in extend::in_order(pending, &mut diags) {
+            if let Some(set) = load_doc(doc, origin, &mut bases, &mut diags) {
+                match sets.iter_mut().find(|s| s.id == set.id) {
+                    Some(existing) => *existing = set,
+                    None => sets.push(set),
+                }
             }
         }
     }

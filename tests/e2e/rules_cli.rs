@@ -65,6 +65,70 @@ fn user_rule_file_overrides_a_builtin_store_root() {
     assert_eq!(claude["source"], "rules/claude.yaml (built in)");
 }
 
+/// A tweak of claude in place in `$ALMANAC_HOME/rules` and another in a `--rules-dir` (which
+/// `automation install --rules-dir` puts into every scheduled sweep): each builds on the set as the
+/// directories before it left it; a full replacement in `--rules-dir` wins over the home tweak.
+#[test]
+fn rule_directories_load_in_order_and_each_tweak_builds_on_the_last() {
+    let w = World::new();
+    let home_rules = w.almanac_home().join("rules");
+    let extra = w.root().join("extra-rules");
+    std::fs::create_dir_all(&home_rules).unwrap();
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::write(
+        home_rules.join("claude.yaml"),
+        "id: claude\nextends: claude\nname: Claude at home\n",
+    )
+    .unwrap();
+    std::fs::write(
+        extra.join("claude.yaml"),
+        "id: claude\nextends: claude\nenabled_by_default: false\n",
+    )
+    .unwrap();
+    let claude = |extra: &std::path::Path| {
+        let out = w
+            .almanac()
+            .arg("--rules-dir")
+            .arg(extra)
+            .args(["rules", "list", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ruleSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "claude")
+            .cloned()
+            .unwrap()
+    };
+    let c = claude(&extra);
+    assert_eq!(c["name"], "Claude at home", "the home tweak: {c}");
+    assert_eq!(
+        c["enabled"], false,
+        "the --rules-dir tweak on top of it: {c}"
+    );
+    assert_eq!(c["source"], extra.join("claude.yaml").display().to_string());
+    assert!(
+        c["fields"].as_array().unwrap().len() > 1,
+        "still the built-in set: {c}"
+    );
+
+    // A full replacement (no `extends`) in --rules-dir: the home tweak is gone with what it changed.
+    let replacement = include_str!("../../rules/claude.yaml")
+        .replace("name: Claude Code", "name: Claude replaced");
+    assert!(replacement.contains("name: Claude replaced"));
+    std::fs::write(extra.join("claude.yaml"), replacement).unwrap();
+    let c = claude(&extra);
+    assert_eq!(c["name"], "Claude replaced", "{c}");
+    assert!(c["extends"].is_null(), "{c}");
+}
+
 const ACME: &str = r#"# yaml-language-server: $schema=../schemas/rules.schema.json
 id: acme
 name: Acme Agent

@@ -563,6 +563,75 @@ fn openhands_conversations_are_read_from_their_event_files() {
     });
 }
 
+/// An event file OpenHands left truncated (it died mid-write) a day ago, and a later decision: the
+/// first sweep says the conversation needs attention and names the file; one truncated a moment ago is
+/// only being written, read again next sweep.
+#[test]
+fn a_day_old_truncated_openhands_event_needs_attention_naming_it() {
+    let l = live_world(3);
+    let root = l.w.home().join(".openhands/conversations");
+    copy_tree(
+        &fixture_dir("openhands-1.16.0/.openhands/conversations"),
+        &root,
+    );
+    for f in walk_named(&root, "base_state.json") {
+        replace_in(
+            &f,
+            &[(
+                "/work/stage/51-goose-openhands/run-oh/proj",
+                l.repo.to_str().unwrap(),
+            )],
+        );
+    }
+    let events = root.join("85a88c5570dc480aadb10c296bf6514e/events");
+    let broken = events.join("event-00006-3e61cefd-b0be-49cf-970d-3324871c665d.json");
+    let whole = std::fs::read(&broken).unwrap();
+    write_aged(
+        &broken,
+        &whole[..whole.len() / 2],
+        std::time::Duration::from_secs(24 * 3600),
+    );
+    let decision = serde_json::json!({
+        "id": "00000000-0000-4000-8000-000000000009",
+        "timestamp": "2026-12-05T04:30:00.000000", "source": "user", "kind": "MessageEvent",
+        "llm_message": {"role": "user", "content": [{"cache_prompt": false, "type": "text", "text": "Go with option 2."}], "thinking_blocks": []},
+        "activated_skills": [], "extended_content": [], "sender": null,
+    });
+    write_aged(
+        &events.join("event-00009-00000000-0000-4000-8000-000000000009.json"),
+        decision.to_string().as_bytes(),
+        HOURS_2,
+    );
+    let attention = |s: &serde_json::Value| -> Vec<String> {
+        items(s, "needsAttention")
+            .iter()
+            .map(|i| i.to_string())
+            .collect()
+    };
+    let s = l.w.dry_run(&["--apps", "openhands"]);
+    let named = attention(&s);
+    assert!(
+        named.iter().any(
+            |d| d.contains(broken.file_name().unwrap().to_str().unwrap())
+                && d.contains("not a JSON document")
+        ),
+        "{s}"
+    );
+    // The same file just written: busy, read again next sweep, nothing for the user to do.
+    write_aged(
+        &broken,
+        &whole[..whole.len() / 2],
+        std::time::Duration::from_secs(1),
+    );
+    let s = l.w.dry_run(&["--apps", "openhands"]);
+    assert!(
+        !attention(&s)
+            .iter()
+            .any(|d| d.contains(broken.file_name().unwrap().to_str().unwrap())),
+        "{s}"
+    );
+}
+
 /// The store of one JSON document under `rel` in the home, with `ran_in` made the test's repo.
 fn document_store(l: &Live, fixture: &str, rel: &str, ran_in: &str) -> std::path::PathBuf {
     let dir = l.w.home().join(rel);

@@ -419,11 +419,19 @@ fn dir_messages(template: &str, store: &Path) -> Result<Messages, ReadError> {
         {
             return Ok(Messages::Refused(why));
         }
+        // An event file being written is read again next sweep; one that stays broken (an app that
+        // died mid-write) needs the user: busy for good, it would silence every later event.
         let mut v: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ReadError::Busy(format!(
-                "{} is not a JSON document (yet): {e}",
-                path.display()
-            ))
+            match super::sqlite::changed_lately(&path) {
+                true => ReadError::Busy(format!(
+                    "{} is not a JSON document (yet): {e}",
+                    path.display()
+                )),
+                false => ReadError::Bad(format!(
+                    "{} is not a JSON document ({e}) and has not changed for a minute: this conversation is not captured while it stays so; move the broken event file aside (or repair it) and the next sweep reads the conversation",
+                    path.display()
+                )),
+            }
         })?;
         match &mut v {
             Value::Object(m) => {

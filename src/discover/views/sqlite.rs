@@ -49,12 +49,17 @@ fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> ReadError {
 /// Whether a database that reads as corrupt may be one caught mid-write: it changed within `SETTLED`,
 /// or a rollback journal is beside it.
 fn being_written(path: &Path) -> bool {
-    let recent = std::fs::metadata(path)
+    changed_lately(path) || std::fs::symlink_metadata(super::beside(path, "-journal")).is_ok()
+}
+
+/// Whether a file changed within `SETTLED` (or its age cannot be told): one that reads as broken may
+/// be one caught mid-write, read again next sweep; after that, it is what it is.
+pub fn changed_lately(path: &Path) -> bool {
+    std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())
-        .is_none_or(|age| age < SETTLED);
-    recent || std::fs::symlink_metadata(super::beside(path, "-journal")).is_ok()
+        .is_none_or(|age| age < SETTLED)
 }
 
 /// A row as an object: columns by name; `json_columns` parsed (kept as text when they are not JSON, or

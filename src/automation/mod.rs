@@ -320,6 +320,21 @@ pub fn resolve_program(flag: Option<&Path>, force: bool) -> Result<(PathBuf, Vec
         }
         warnings.push(msg);
     }
+    // A project's own dependency (`npx almanac` there runs `<project>/node_modules/.bin/almanac`): its
+    // lockfile decides that binary and `rm -rf node_modules` removes it. Named with --program, it is
+    // the user's choice.
+    if let Some(project) = flag
+        .is_none()
+        .then(|| project_dependency(&program))
+        .flatten()
+    {
+        return Err(format!(
+            "program {} is the project {}'s own dependency (its node_modules), which its lockfile decides and `rm -rf node_modules` removes; install almanac globally (`npm install -g codealmanac`, or README \"Install\") and run `almanac automation install` again, or pass --program {} to schedule it anyway",
+            program.display(),
+            project.display(),
+            program.display()
+        ));
+    }
     if let Some(why) = vanishing(&program) {
         let msg = format!("program {} is {why}, which would vanish; install almanac (README \"Install\": the installer, Homebrew, `npm install -g codealmanac` or `cargo install codealmanac`) or pass --program", program.display());
         if !force {
@@ -352,6 +367,26 @@ fn homebrew_opt(exe: &Path) -> Option<PathBuf> {
     )
 }
 
+/// The project whose `node_modules` holds `p`: the directory above its first `node_modules` holds a
+/// `package.json`. A global install is not one: npm's prefix (`lib/node_modules`, Windows'
+/// `npm/node_modules`) has no `package.json`, and pnpm's, Yarn's and Bun's global stores sit under a
+/// directory named `global`.
+fn project_dependency(p: &Path) -> Option<PathBuf> {
+    let mut above = PathBuf::new();
+    for c in p.components() {
+        let name = c.as_os_str();
+        if name == "node_modules" {
+            let global = above.components().any(|c| c.as_os_str() == "global");
+            return (!global && above.join("package.json").is_file()).then_some(above);
+        }
+        above.push(name);
+    }
+    None
+}
+
+/// Where a scheduled program would vanish. `ALMANAC_TEST_NOT_TEMP`, a directory, is not counted as a
+/// temporary one: the tests build their installs under cargo's target directory, which may itself be
+/// in `/tmp`.
 fn vanishing(p: &Path) -> Option<&'static str> {
     let parts: Vec<String> = p
         .components()
@@ -376,7 +411,10 @@ fn vanishing(p: &Path) -> Option<&'static str> {
         Path::new("/private/tmp"),
         Path::new("/var/folders"),
     ];
-    if temps.iter().any(|t| p.starts_with(t)) {
+    let exempt = std::env::var_os("ALMANAC_TEST_NOT_TEMP")
+        .filter(|d| !d.is_empty())
+        .is_some_and(|d| p.starts_with(d));
+    if !exempt && temps.iter().any(|t| p.starts_with(t)) {
         return Some("in a temporary directory");
     }
     None

@@ -3,7 +3,8 @@
 //! vanish (npx's cache) is refused. The layouts are the methods' own: npm's global `lib/node_modules`
 //! with the real launcher from `packaging/npm`, Homebrew's Cellar with its `bin/` and `opt/` links, and
 //! the shell installer's `~/.local/bin`. They are made under cargo's target tmp dir, because a path in
-//! a temporary directory is itself refused.
+//! a temporary directory is itself refused; `ALMANAC_TEST_NOT_TEMP` tells almanac that one is not, as
+//! a clone in /tmp puts it there.
 use crate::automation::{sched, Sched};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -42,6 +43,9 @@ fn run(s: &Sched, exe: &Path, first: &[&Path], args: &[&str]) -> Output {
         .env("ALMANAC_HOME", s.w.almanac_home())
         .env("FAKE_SCHED_DIR", &s.dir)
         .env("USER", "tester")
+        // The installs are laid out under cargo's target directory, which a clone in /tmp puts in a
+        // temporary directory (where a program is refused): that one is not.
+        .env("ALMANAC_TEST_NOT_TEMP", env!("CARGO_TARGET_TMPDIR"))
         .current_dir(s.w.root())
         .args(args)
         .output()
@@ -178,6 +182,53 @@ fn a_binary_in_npx_cache_is_refused_and_nothing_is_scheduled() {
     );
     assert!(!s.config().contains("program ="), "{}", s.config());
     assert!(!s.dir.join("crontab").exists());
+}
+
+/// `npx almanac automation install` in a project that has codealmanac as its own dependency runs the
+/// project's `node_modules/.bin/almanac`: refused with the global-install advice, nothing scheduled;
+/// named with --program, scheduled as named.
+#[test]
+fn a_projects_own_node_modules_binary_is_refused_unless_named() {
+    let s = sched();
+    let d = scratch();
+    let project = d.path().join("webapp");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("package.json"),
+        r#"{"name":"webapp","devDependencies":{"codealmanac":"^0.1.0"}}"#,
+    )
+    .unwrap();
+    let pkg = project.join("node_modules/codealmanac");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    let launcher = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/npm/codealmanac");
+    std::fs::copy(launcher.join("bin/almanac.js"), pkg.join("bin/almanac.js")).unwrap();
+    std::fs::copy(launcher.join("package.json"), pkg.join("package.json")).unwrap();
+    // npm hoists the platform package beside it and links the bin into node_modules/.bin.
+    let binary = project.join(format!("node_modules/{}/bin/almanac", npm_platform()));
+    place(&binary);
+    let bin = project.join("node_modules/.bin");
+    symlink("../codealmanac/bin/almanac.js", &bin.join("almanac"));
+    let node = which("node").expect("node is on PATH");
+    let first = [bin.clone(), node.parent().unwrap().to_path_buf()];
+    let first: Vec<&Path> = first.iter().map(|p| p.as_path()).collect();
+
+    let out = run(&s, &bin.join("almanac"), &first, &INSTALL);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&project.display().to_string())
+            && err.contains("npm install -g codealmanac")
+            && err.contains("--program"),
+        "{err}"
+    );
+    assert!(!s.config().contains("program ="), "{}", s.config());
+    assert!(!s.dir.join("crontab").exists());
+
+    let named = binary.display().to_string();
+    let mut args = INSTALL.to_vec();
+    args.extend(["--program", named.as_str()]);
+    let out = run(&s, &bin.join("almanac"), &first, &args);
+    assert_eq!(scheduled(&s, &out), binary);
 }
 
 #[test]

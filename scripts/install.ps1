@@ -8,9 +8,11 @@
 #
 # Environment:
 #   ALMANAC_VERSION        a version to install, e.g. 0.1.0 (default: the latest release)
-#   ALMANAC_DOWNLOAD_BASE  where the archives and SHA256SUMS are: a URL or a local directory
-#                          (default: the GitHub release of ALMANAC_VERSION, or the latest)
-#   ALMANAC_INSTALL_DIR    where almanac.exe goes (default: %LOCALAPPDATA%\Programs\almanac)
+#   ALMANAC_DOWNLOAD_BASE  where the archives and SHA256SUMS are: an https:// URL, or the full path
+#                          of a local directory (C:\dist, \\server\share\dist) (default: the GitHub
+#                          release of ALMANAC_VERSION, or the latest). Plain http:// is accepted only
+#                          for 127.0.0.1, localhost and [::1], a server on this machine.
+#   ALMANAC_INSTALL_DIR    where almanac.exe goes, a full path (default: %LOCALAPPDATA%\Programs\almanac)
 $ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
 
@@ -25,23 +27,50 @@ if ($env:PROCESSOR_ARCHITECTURE -eq 'x86' -and -not $env:PROCESSOR_ARCHITEW6432)
   Die 'this is 32-bit Windows; almanac is built for 64-bit Windows only'
 }
 $archive = 'almanac-x86_64-pc-windows-gnu.zip'
+# A full path: a drive and a separator (C:\x; not C:x, which is relative to C:'s current directory,
+# nor \x, relative to the current drive), or a UNC path.
+function Test-FullPath([string]$p) { $p -match '^[A-Za-z]:[\\/]' -or $p -match '^[\\/]{2}[^\\/]' }
+
+# How the release files are read: 'https', 'http' (a server on this machine: the user named it) or
+# 'dir' (a local directory the user named, by its full path). The built-in URLs are always 'https' and
+# never looked up as paths, so no directory in the current location that looks like one is read.
+$mode = 'https'
 if ($env:ALMANAC_DOWNLOAD_BASE) {
-  $base = $env:ALMANAC_DOWNLOAD_BASE.TrimEnd('/', '\')
+  $base = $env:ALMANAC_DOWNLOAD_BASE
+  if ($base -match '^https://.') {
+    $base = $base.TrimEnd('/')
+  } elseif ($base -match '^http://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]+)?(/|$)') {
+    # Plain http only to a loopback host (no user info, query or fragment before the path).
+    $mode = 'http'
+    $base = $base.TrimEnd('/')
+  } elseif ($base -match '^http://') {
+    Die "ALMANAC_DOWNLOAD_BASE is ${base}: plain http:// is accepted only from 127.0.0.1, localhost or [::1]; use an https:// URL"
+  } elseif ($base -match '^[A-Za-z][A-Za-z0-9+.-]+://') {
+    Die "ALMANAC_DOWNLOAD_BASE is ${base}: only https:// URLs (or http:// to this machine) are read"
+  } elseif (Test-FullPath $base) {
+    if (-not (Test-Path -LiteralPath $base -PathType Container)) { Die "ALMANAC_DOWNLOAD_BASE is $base, which is not a directory" }
+    $mode = 'dir'
+  } else {
+    Die "ALMANAC_DOWNLOAD_BASE is $base, a relative path; give a local directory by its full path (e.g. C:\dist) or an https:// URL"
+  }
 } elseif ($env:ALMANAC_VERSION) {
-  $base = "https://github.com/codealmanac/almanac/releases/download/v$($env:ALMANAC_VERSION.TrimStart('v'))"
+  $version = $env:ALMANAC_VERSION.TrimStart('v')
+  if ($version -notmatch '^[0-9A-Za-z.+-]+$') { Die "ALMANAC_VERSION is $($env:ALMANAC_VERSION), which is not a version (e.g. 0.1.0)" }
+  $base = "https://github.com/codealmanac/almanac/releases/download/v$version"
 } else {
   $base = 'https://github.com/codealmanac/almanac/releases/latest/download'
 }
 if ($env:ALMANAC_INSTALL_DIR) { $dest = $env:ALMANAC_INSTALL_DIR }
 elseif ($env:LOCALAPPDATA) { $dest = Join-Path $env:LOCALAPPDATA 'Programs\almanac' }
 else { Die 'LOCALAPPDATA is not set; set ALMANAC_INSTALL_DIR to the directory almanac.exe should go to' }
+if (-not (Test-FullPath $dest)) { Die "the install directory $dest is not a full path; set ALMANAC_INSTALL_DIR (or LOCALAPPDATA) to one, e.g. C:\Tools\almanac" }
 
 $tmp = Join-Path ([IO.Path]::GetTempPath()) ("almanac-install-" + [Guid]::NewGuid().ToString('N'))
 New-Item -ItemType Directory -Path $tmp | Out-Null
 try {
   function Fetch([string]$name) {
     $out = Join-Path $tmp $name
-    if (Test-Path -LiteralPath $base -PathType Container) {
+    if ($mode -eq 'dir') {
       $src = Join-Path $base $name
       if (-not (Test-Path -LiteralPath $src -PathType Leaf)) { Die "$src does not exist" }
       Copy-Item -LiteralPath $src -Destination $out
@@ -63,7 +92,7 @@ try {
   if (-not $want) { Die "SHA256SUMS at $base lists no $archive" }
   $got = (Get-FileHash -Algorithm SHA256 -LiteralPath $zip).Hash.ToLower()
   if ($got -ne $want) {
-    Die "$archive has checksum $got, but SHA256SUMS says ${want}: the download is damaged or was tampered with; nothing was installed"
+    Die "checksum mismatch: $base/$archive has SHA-256 $got, but SHA256SUMS says $want (the SHA256SUMS from $base); the download is damaged or was tampered with; nothing was installed"
   }
 
   Expand-Archive -LiteralPath $zip -DestinationPath $tmp
@@ -87,9 +116,14 @@ try {
 
   $userPath = [Environment]::GetEnvironmentVariable('Path', 'User')
   $onPath = ($env:Path -split ';') + ($userPath -split ';') | Where-Object { $_ -and ($_.TrimEnd('\') -ieq $dest.TrimEnd('\')) }
-  if (-not $onPath) {
+  if ($dest.Contains(';')) {
+    Say "$dest holds a ';', so it cannot be put on PATH; run almanac by its full path"
+  } elseif (-not $onPath) {
     Say "$dest is not on your PATH. To put it there (new terminals see it):"
-    Say "  [Environment]::SetEnvironmentVariable('Path', `"$dest;`" + [Environment]::GetEnvironmentVariable('Path', 'User'), 'User')"
+    # $dest in a single-quoted string, where nothing expands; PowerShell takes the curly quotes as
+    # quotes too, so each quote of either kind is doubled.
+    $lit = "'" + ($dest -replace '[''\u2018\u2019\u201A\u201B]', '$0$0') + ";'"
+    Say "  [Environment]::SetEnvironmentVariable('Path', $lit + [Environment]::GetEnvironmentVariable('Path', 'User'), 'User')"
   }
   Say 'next: run `almanac init` in a repository, then `almanac automation install` (README "First use")'
 } finally {

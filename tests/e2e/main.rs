@@ -28,6 +28,7 @@ mod hostile;
 mod hostile_repo;
 mod in_project;
 mod installed;
+mod installer;
 mod ledger_format;
 mod live;
 mod live_amp_auggie;

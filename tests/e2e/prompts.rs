@@ -104,6 +104,52 @@ fn exit_appended_after_a_capture_starts_no_run() {
     assert_eq!(l.entry()["lastCapturedLine"], 3);
 }
 
+/// Claude Code 2.1.232 writes a bare `/compact` user record (`"content": "/compact"`) before the
+/// compaction (shape as read in a real session; this record is written here, synthetic). A local
+/// command: mid-session it is no prompt, and as the new part's last record it starts no run.
+#[test]
+fn a_bare_compact_user_record_is_no_prompt_and_starts_no_run() {
+    let l = live_world(3);
+    let first = l.lines(0..3);
+    write_aged(&l.transcript, first.as_bytes(), HOURS_2);
+    assert_eq!(items(&l.summary(), "started").len(), 1);
+    let sid = "5e551011-aaaa-4bbb-8ccc-000000000001";
+    let compact = claude_line(sid, &l.repo, "/compact");
+    let blocks = compact.replace(
+        "\"content\":\"/compact\"",
+        "\"content\":[{\"type\":\"text\",\"text\":\"/compact focus on the parser\"}]",
+    );
+    assert_ne!(compact, blocks);
+    write_aged(
+        &l.transcript,
+        format!("{first}{compact}{blocks}").as_bytes(),
+        HOURS_2,
+    );
+    let s = l.summary();
+    let sk = find_by_path(&s, "skipped", &l.transcript).unwrap();
+    assert_eq!(sk["reason"], "no-new-content", "{s}");
+    assert_eq!(l.calls().len(), 1);
+    // Mid-session, between prompts: the prompt after it is the latest, and the only new one.
+    let after = claude_line(sid, &l.repo, "now fix the parser");
+    write_aged(
+        &l.transcript,
+        format!("{first}{compact}{blocks}{after}").as_bytes(),
+        HOURS_2,
+    );
+    let v = json_ok(
+        l.w.almanac()
+            .args(["capture", "turns", "--json", "--app", "claude"])
+            .arg(&l.transcript),
+    );
+    let typed: Vec<String> = prompts(&v).into_iter().map(|(_, t)| t).collect();
+    assert!(!typed.iter().any(|t| t.contains("/compact")), "{typed:?}");
+    assert_eq!(typed.len(), 4, "{typed:?}");
+    assert_eq!(typed.last().map(String::as_str), Some("now fix the parser"));
+    let s = l.summary();
+    assert_eq!(items(&s, "started").len(), 1, "{s}");
+    assert_eq!(s["totals"]["newTurns"], 1, "{s}");
+}
+
 /// `/exit` typed while the agent is busy: Claude Code 2.1.42 queues it as bare text, then removes it
 /// (the records of a real session, `corpus/claude/2.1.42/e8811ad6-…`, lines 978 and 983). A local
 /// command, not a prompt: it starts no run.

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
 APPS = ("claude", "codex", "copilot", "pi")
 KINDS = ("prompts", "answers", "last answers", "files changed", "commands", "error lines", "user's words",
-         "earlier answer")
+         "reports", "earlier answer")
 NEEDLE, MIN_FACT, FACT_CAP, PROSE_CAP, TAIL = 160, 8, 2048, 64 * 1024, 200
 PROSE_KINDS = ("prompts", "answers", "user's words")
 TARGETS = {"kind": 95.0, "all": 97.0, "code mode": 95.0, "rendering/facts": 1.5, "raw/rendering": 15.0}
@@ -163,7 +163,9 @@ def claude_facts(recs):
     - commands: tool_use Bash `input.command`;
     - error lines: a tool_result block with `is_error: true`, its content (string or text blocks);
     - user's words: the tool_result of an AskUserQuestion call (`"question"="answer"`: each answer), the words after
-      "the user said:" in a rejected call's result, a `text` block beside tool_result blocks."""
+      "the user said:" in a rejected call's result, a `text` block beside tool_result blocks;
+    - reports: the result of a Task/Agent call whose subagent finished (`toolUseResult.totalToolUseCount`), its
+      text without the `agentId: …` block Claude Code adds for the parent model."""
     out, asks = [], set()
     for n, r in recs:
         if r.get("isSidechain"):
@@ -198,8 +200,13 @@ def claude_facts(recs):
             for x in texts:
                 if x.strip():
                     out.append(("words", n, x))
+            finished = "totalToolUseCount" in dict_of(r.get("toolUseResult"))
             for b in results:
                 text = blocks_text(b.get("content"))
+                if finished:
+                    report = re.split(r"\n*agentId: \w+ \(", text, maxsplit=1)[0].strip()
+                    if report:
+                        out.append(("report", n, report))
                 if b.get("tool_use_id") in asks:
                     for m in re.finditer(r'"=\s*"(.*?)"(?=\s*,\s*"|\.\s*You can now|\s*\.?\s*$)', text, re.S):
                         out.append(("words", n, m.group(1)))
@@ -437,7 +444,7 @@ def pi_facts(recs):
 
 EXTRACTORS = {"claude": claude_facts, "codex": codex_facts, "copilot": copilot_facts, "pi": pi_facts}
 KIND_OF = {"prompt": "prompts", "answer": "answers", "file": "files changed", "command": "commands",
-           "error": "error lines", "words": "user's words"}
+           "error": "error lines", "words": "user's words", "report": "reports"}
 
 
 def turns(entries):

@@ -442,8 +442,16 @@ impl<'a, S: Sink> Reader<'a, S> {
         self.answer(line, &record, &ts, all);
         self.tools(line, &record, &ts);
         if S::RENDERS && S::CALLS {
-            for r in self.turns.results.iter().filter(|r| r.applies(&record)) {
-                r.texts(&record, |t| self.sink.result(line, &t));
+            // A subagent's report comes back as its call's result: shown as a report, not cut to a
+            // result's head.
+            let mut reports = self.turns.reports.iter().filter(|t| t.applies(&record));
+            match reports.find_map(|t| t.text(&record).map(|x| (t, x))) {
+                Some((t, text)) => self.sink.report(line, &text, t.label.as_deref()),
+                None => {
+                    for r in self.turns.results.iter().filter(|r| r.applies(&record)) {
+                        r.texts(&record, |t| self.sink.result(line, &t));
+                    }
+                }
             }
         }
         if self

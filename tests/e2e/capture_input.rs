@@ -324,3 +324,44 @@ fn a_prompt_over_the_line_limit_and_one_with_a_lone_surrogate_are_shown_and_coun
     );
     assert_eq!(turns["userTurns"], 2, "{turns}");
 }
+
+/// A Task call's result once its subagent finished (Claude Code 2.1.7, a real session of the corpus,
+/// line 13): the subagent's report, shown as one (up to 2 KiB), not as a result's 80 characters, and
+/// without the `agentId: …` block Claude Code adds for the parent model.
+#[test]
+fn a_subagents_final_report_is_shown_as_a_report() {
+    let w = World::new();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/claude/2.1.7/70fc6d83-147d-4fdf-b015-bd67eeb11883.jsonl");
+    let raw = std::fs::read_to_string(&path).unwrap();
+    let record: serde_json::Value = serde_json::from_str(raw.lines().nth(12).unwrap()).unwrap();
+    assert!(
+        record["toolUseResult"]["totalToolUseCount"].is_u64(),
+        "{record}"
+    );
+    let blocks = record["message"]["content"][0]["content"]
+        .as_array()
+        .unwrap();
+    let report = blocks[0]["text"].as_str().unwrap();
+    assert!(blocks[1]["text"].as_str().unwrap().starts_with("agentId: "));
+    let text = conversation(&rendered(&w, &path, "claude", &[]));
+    let shown = entry(&text, "[L13]");
+    assert!(
+        shown.starts_with("[L13] report (a subagent's report):"),
+        "{shown}"
+    );
+    // Its first 1,500 bytes, line by line, indented.
+    let cut = report
+        .char_indices()
+        .take_while(|(i, _)| *i < 1500)
+        .last()
+        .unwrap()
+        .0;
+    for line in report[..cut].lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            shown.contains(&format!("  {}", line.trim_end())),
+            "{line:?} in {shown}"
+        );
+    }
+    assert!(!shown.contains("agentId"), "{shown}");
+}

@@ -24,6 +24,8 @@ const EARLIER_READ_MAX: usize = 1000;
 /// The most of the latest answer before the new part shown (its end), within the earlier part's
 /// budget (at most half of it): what the new part's first prompt ("do option 1", "proceed") answers.
 pub const EARLIER_ANSWER_MAX: usize = 2 * 1024;
+/// At most this much of the latest compaction summary before the part (its start).
+pub const EARLIER_COMPACTION_MAX: usize = 4 * 1024;
 /// What a rendering adds to its part's entries, at most: its header and the footer.
 pub const HEADER_BYTES: u64 = 1024;
 
@@ -169,6 +171,9 @@ struct Before {
     /// The latest assistant text (its end), its line and whether it was cut; none once a prompt
     /// follows it.
     answer: Option<(u64, String, bool)>,
+    /// The latest compaction summary (its start, at most `EARLIER_COMPACTION_MAX`), its line and
+    /// whether it was cut.
+    compaction: Option<(u64, String, bool)>,
 }
 
 impl crate::turns::Sink for Before {
@@ -192,6 +197,11 @@ impl crate::turns::Sink for Before {
             false => text,
         };
         self.answer = Some((line, tail.to_string(), cut));
+    }
+
+    fn compaction(&mut self, line: u64, text: &str) {
+        let (kept, cut) = crate::turns::cut_str(text.trim(), EARLIER_COMPACTION_MAX);
+        self.compaction = Some((line, kept.to_string(), cut));
     }
 }
 
@@ -236,6 +246,22 @@ fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) 
             head + &block
         });
     let budget = budget.saturating_sub(answer.as_ref().map_or(0, |a| a.len() as u64));
+    // The latest compaction summary's start, within half of what is left: what the session was about
+    // when the client compacted it, which the prompts after it build on.
+    let compaction = before
+        .compaction
+        .filter(|(_, c, _)| !c.is_empty())
+        .map(|(line, c, cut)| {
+            let room = (budget as usize / 2).min(EARLIER_COMPACTION_MAX);
+            let (kept, shorter) = crate::turns::cut_str(&c, room);
+            format!(
+                "The latest compaction summary before the new part, [{}]{}:\n{}",
+                cite.at(line),
+                if cut || shorter { " (its start)" } else { "" },
+                crate::turns::text::indented(kept)
+            )
+        });
+    let budget = budget.saturating_sub(compaction.as_ref().map_or(0, |c| c.len() as u64));
     let entries: Vec<String> = t
         .records
         .iter()
@@ -286,6 +312,9 @@ fn write_earlier(part: &Part<'_>, cite: Cite, budget: u64, out: &mut dyn Write) 
             }
             false => {}
         }
+    }
+    if let Some(c) = compaction {
+        text.push_str(&c);
     }
     if let Some(a) = answer {
         text.push_str(&a);

@@ -63,6 +63,7 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
     let results = result_rules(cx, &t.results);
     let thinking = texts(cx, "thinking", &t.thinking);
     let reports = texts(cx, "reports", &t.reports);
+    let compaction = texts(cx, "compaction", &t.compaction);
     let mut rule = TurnsRule {
         ignore,
         merge_repeated_prompts: t.merge_repeated_prompts,
@@ -75,6 +76,7 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
         results,
         thinking,
         reports,
+        compaction,
         reads: super::needs::Need::All,
         render_reads: super::needs::Need::All,
         filter: None,
@@ -85,7 +87,7 @@ pub(super) fn turns_rule(cx: &mut Ctx<'_>, t: &RawTurns, timestamps: &[JsonPath]
     rule
 }
 
-/// `turns.user`, `assistant`, `thinking` or `reports` (`field`): where each finds its text.
+/// `turns.user`, `assistant`, `thinking`, `reports` or `compaction` (`field`): where each finds its text.
 fn texts(cx: &mut Ctx<'_>, field: &str, list: &[RawTurnText]) -> Vec<TurnText> {
     list.iter()
         .enumerate()

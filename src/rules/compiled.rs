@@ -98,6 +98,8 @@ pub struct TurnsRule {
     /// ignore: for the rendering only.
     pub thinking: Vec<TurnText>,
     pub reports: Vec<TurnText>,
+    /// The summaries a client writes when it compacts the session: for renderings only.
+    pub compaction: Vec<TurnText>,
     /// What of a record these rules (and the rule set's timestamps) read: the turn reader parses only
     /// that (`rules::needs`)...
     pub reads: super::needs::Need,
@@ -168,7 +170,7 @@ impl TurnsRule {
                 }
             });
         }
-        for t in self.thinking.iter().chain(&self.reports) {
+        for t in (self.thinking.iter().chain(&self.reports)).chain(&self.compaction) {
             t.when.iter().for_each(|p| n.predicate(p));
             t.text.iter().for_each(|p| n.scalar(p));
         }

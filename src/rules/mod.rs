@@ -629,6 +629,9 @@ turns:
   thinking:
     - when: { exists: "$.thinking" }
       text: ["$.thinking"]
+  compaction:
+    - when: { equals: { path: "$.kind", value: summary } }
+      text: ["$.summary"]
   reports:
     - when: { matches: { path: "$.notice", regex: "^<task>" } }
       text: ["$.notice"]

@@ -350,7 +350,11 @@ impl Prefilter {
         let render = any([content.clone()]
             .into_iter()
             .chain(turns.results.iter().map(|r| need_of(r.when.as_ref())))
-            .chain((turns.thinking.iter().chain(&turns.reports)).map(|t| need_of(t.when.as_ref())))
+            .chain(
+                (turns.thinking.iter().chain(&turns.reports))
+                    .chain(&turns.compaction)
+                    .map(|t| need_of(t.when.as_ref())),
+            )
             .collect());
         let prompts = any(turns
             .user

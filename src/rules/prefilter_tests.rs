@@ -353,6 +353,7 @@ fn one_user_rule(when: Predicate) -> TurnsRule {
         results: vec![],
         thinking: vec![],
         reports: vec![],
+        compaction: vec![],
         reads: crate::rules::needs::Need::All,
         render_reads: crate::rules::needs::Need::All,
         filter: None,

@@ -55,6 +55,10 @@ pub struct RawTurns {
     /// Reports a subagent or a background task leaves in records the rules ignore: shown once, bounded.
     #[serde(default)]
     pub reports: Vec<RawTurnText>,
+    /// The summary a client writes when it compacts the session: a second capture's earlier context
+    /// holds the latest one.
+    #[serde(default)]
+    pub compaction: Vec<RawTurnText>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -382,6 +382,14 @@ impl<'a, S: Sink> Reader<'a, S> {
                     .iter()
                     .any(|t| t.queued && t.applies(record))
         };
+        if S::RENDERS {
+            // A compaction summary is the client's, never a prompt or an answer: shown as what it is.
+            let mut compaction = self.turns.compaction.iter().filter(|t| t.applies(&record));
+            if let Some(text) = compaction.find_map(|t| t.text(&record)) {
+                self.sink.compaction(line, &text);
+                return true;
+            }
+        }
         if self.turns.ignore.iter().any(|p| p.holds(&record)) {
             // Dropped, but with a queue a queued record still holds its place, and a prompt record
             // still delivers what it carries (a task notification the queue held).

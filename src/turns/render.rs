@@ -377,6 +377,18 @@ impl<W: Write> Sink for Render<W> {
         self.shown.reports += 1;
     }
 
+    fn compaction(&mut self, line: u64, text: &str) {
+        self.emitted = true;
+        let at = self.cite.at(line);
+        let (kept, cut) = super::cut_str(text.trim(), REPORT_MAX);
+        self.put(&format!(
+            "[{at}] the session compacted; the client's summary of it{}:\n",
+            if cut { " (its start)" } else { "" }
+        ));
+        self.put(&super::text::indented(kept));
+        self.shown.notes += 1;
+    }
+
     fn note(&mut self, line: u64, text: &str) {
         let at = self.cite.at(line);
         let head = one_line(text, NOTE_HEAD);

@@ -17,6 +17,8 @@ pub trait Sink {
     fn thinking(&mut self, _line: u64, _text: &str) {}
     /// A subagent's or a background task's report (`turns.reports`), `label` its rule's.
     fn report(&mut self, _line: u64, _text: &str, _label: Option<&str>) {}
+    /// The summary the client wrote when it compacted the session (`turns.compaction`).
+    fn compaction(&mut self, _line: u64, _text: &str) {}
     /// A record the rules ignore that holds text (a reminder, a local command, the app's notice).
     fn note(&mut self, _line: u64, _text: &str) {}
     /// A record inside a skipped region (a subagent's, a copied history).

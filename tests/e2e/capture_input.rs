@@ -365,3 +365,52 @@ fn a_subagents_final_report_is_shown_as_a_report() {
     }
     assert!(!shown.contains("agentId"), "{shown}");
 }
+
+/// A second capture after a compaction (Claude Code 2.1.42, a real session of the corpus: the summary
+/// at line 634): the earlier context holds the summary's start, as already captured, and the new part
+/// shows a compaction where it happens.
+#[test]
+fn a_second_capture_holds_the_latest_compaction_summary() {
+    let w = World::new();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus/claude/2.1.42/e8811ad6-93d9-4ee6-997d-2447a5d496f3.jsonl");
+    let raw = std::fs::read_to_string(&path).unwrap();
+    let record: serde_json::Value = serde_json::from_str(raw.lines().nth(633).unwrap()).unwrap();
+    assert_eq!(record["isCompactSummary"], true, "{record}");
+    let summary = record["message"]["content"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| {
+            record["message"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap();
+    let first_lines: Vec<&str> = summary
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .collect();
+    let text = conversation(&rendered(&w, &path, "claude", &["--since-line", "640"]));
+    let earlier = &text[text
+        .find("\n## Earlier in this session")
+        .expect("an earlier section")..];
+    let earlier = &earlier[..earlier.find("\n## The new part").unwrap_or(earlier.len())];
+    let at = earlier
+        .find("The latest compaction summary before the new part, [L634]")
+        .unwrap_or_else(|| panic!("{earlier}"));
+    for l in &first_lines {
+        assert!(
+            earlier[at..].contains(&format!("  {}", l.trim_end())),
+            "{l:?} in {earlier}"
+        );
+    }
+    // Read whole, the part shows the compaction at its line, not as a prompt.
+    let text = conversation(&rendered(&w, &path, "claude", &[]));
+    let shown = entry(&text, "[L634]");
+    assert!(shown.starts_with("[L634] the session compacted"), "{shown}");
+    assert!(
+        shown.contains(&format!("  {}", first_lines[0].trim_end())),
+        "{shown}"
+    );
+}

@@ -113,6 +113,12 @@ pub struct Render<W: Write> {
     thinking: Option<(u64, String)>,
     /// Reports shown (their text's hash): a report queued and then delivered is one.
     reports: HashSet<u64>,
+    /// One-line entries (a call and its result, or one result or note) collapse when they say what
+    /// the unit before them said: the unit being read (each entry's citation and text), the last unit
+    /// written (its texts), and how often it has come again since (count, the last one's citation).
+    unit: Vec<(String, String)>,
+    last_unit: Vec<String>,
+    again: Option<(u64, String)>,
 }
 
 impl<W: Write> Render<W> {
@@ -131,7 +137,60 @@ impl<W: Write> Render<W> {
             oversized: Vec::new(),
             thinking: None,
             reports: HashSet::new(),
+            unit: Vec::new(),
+            last_unit: Vec::new(),
+            again: None,
         }
+    }
+
+    /// A one-line entry (`[at] text`): a call starts a unit, a result after its call ends it.
+    fn line_entry(&mut self, at: String, text: String, starts_unit: bool) {
+        let joins = !starts_unit && self.unit.len() == 1 && self.unit[0].1.starts_with("tool ");
+        if !joins {
+            self.end_unit();
+        }
+        self.unit.push((at, text));
+    }
+
+    /// The unit read so far, written, or counted as the last one again.
+    fn end_unit(&mut self) {
+        if self.unit.is_empty() {
+            return;
+        }
+        let unit = std::mem::take(&mut self.unit);
+        let same = unit.len() == self.last_unit.len()
+            && unit.iter().zip(&self.last_unit).all(|((_, t), l)| t == l);
+        if same {
+            let (n, _) = self.again.get_or_insert((0, String::new()));
+            *n += 1;
+            self.again.as_mut().expect("set").1 = unit[0].0.clone();
+            self.shown.repeats += unit.len() as u64;
+            return;
+        }
+        self.flush_again();
+        for (at, text) in &unit {
+            self.put(&format!("[{at}] {text}\n"));
+        }
+        self.last_unit = unit.into_iter().map(|(_, t)| t).collect();
+    }
+
+    /// The line that says the last unit came again, so many times.
+    fn flush_again(&mut self) {
+        if let Some((n, last)) = self.again.take() {
+            let what = match self.last_unit.len() {
+                1 => "the same again",
+                _ => "the same call and result again",
+            };
+            self.put(&format!("[{last}] {what}, ×{n}\n"));
+        }
+    }
+
+    /// Before an entry of another kind (prose, a report): the unit read so far ends, and the next one
+    /// is compared with nothing.
+    fn end_units(&mut self) {
+        self.end_unit();
+        self.flush_again();
+        self.last_unit.clear();
     }
 
     /// Bytes written so far.
@@ -155,6 +214,7 @@ impl<W: Write> Render<W> {
 
     /// A prompt or an answer in full (up to `MESSAGE_MAX`), under its heading.
     fn prose(&mut self, line: u64, who: &str, text: &str) {
+        self.end_units();
         let at = self.cite.at(line);
         self.put(&format!("\n[{at}] {who}:\n"));
         let (kept, cut) = super::cut_str(text.trim_end(), MESSAGE_MAX);
@@ -172,6 +232,7 @@ impl<W: Write> Render<W> {
     /// The turn's last thinking, when no answer followed it: what the agent was about when it stopped.
     fn flush_thinking(&mut self) {
         if let Some((line, text)) = self.thinking.take() {
+            self.end_units();
             let (kept, cut) = super::cut_str(text.trim(), THINKING_MAX);
             let at = self.cite.at(line);
             self.put(&format!(
@@ -186,6 +247,7 @@ impl<W: Write> Render<W> {
     /// The footer: what this part left out. Then the writer, what was shown, and the bytes written.
     pub fn finish(mut self) -> io::Result<(W, Shown, u64)> {
         self.flush_thinking();
+        self.end_units();
         let s = self.shown;
         let records = |n: u64, one: &str, many: &str| match n {
             1 => format!("1 record {one}"),
@@ -259,6 +321,7 @@ impl<W: Write> Sink for Render<W> {
             if let Some(i) = self.queued.iter().position(|q| q.0 == h) {
                 let (_, at) = self.queued.remove(i).expect("found");
                 let (here, then) = (self.cite.at(line), self.cite.at(at));
+                self.end_units();
                 self.put(&format!(
                     "\n[{here}] user: the queued prompt of [{then}], sent\n"
                 ));
@@ -316,14 +379,13 @@ impl<W: Write> Sink for Render<W> {
         let room =
             |a: &str| (a.lines().count() * ARGUMENT_MAX).clamp(ARGUMENT_MAX, 4 * ARGUMENT_MAX);
         let mut text = match call.argument.as_deref().map(|a| one_line(a, room(a))) {
-            Some(a) if !a.is_empty() => format!("[{at}] tool {name}: {a}"),
-            _ => format!("[{at}] tool {name}"),
+            Some(a) if !a.is_empty() => format!("tool {name}: {a}"),
+            _ => format!("tool {name}"),
         };
         if let Some(why) = call.reason.as_deref().map(|r| one_line(r, ARGUMENT_MAX)) {
             text.push_str(&format!(" (the agent's reason: {why})"));
         }
-        text.push('\n');
-        self.put(&text);
+        self.line_entry(at, text, true);
         self.shown.calls += 1;
         self.emitted = true;
     }
@@ -340,15 +402,15 @@ impl<W: Write> Sink for Render<W> {
                     .unwrap_or_default();
                 let why = shown.error.as_deref().unwrap_or(&shown.head);
                 self.shown.failed += 1;
-                format!("[{at}] result, failed{exit}, {bytes}: {why}\n")
+                format!("result, failed{exit}, {bytes}: {why}")
             }
             _ if shown.brief => {
                 self.shown.brief += 1;
-                format!("[{at}] result, {bytes}\n")
+                format!("result, {bytes}")
             }
-            _ => format!("[{at}] result, {bytes}: {}\n", shown.head),
+            _ => format!("result, {bytes}: {}", shown.head),
         };
-        self.put(&text);
+        self.line_entry(at, text, false);
         self.shown.results += 1;
         self.emitted = true;
     }
@@ -366,6 +428,7 @@ impl<W: Write> Sink for Render<W> {
             self.shown.repeats += 1;
             return;
         }
+        self.end_units();
         let at = self.cite.at(line);
         let (kept, cut) = super::cut_str(text.trim(), REPORT_MAX);
         let label = label.map(|l| format!(" ({})", one_line(l, ARGUMENT_MAX)));
@@ -379,6 +442,7 @@ impl<W: Write> Sink for Render<W> {
 
     fn compaction(&mut self, line: u64, text: &str) {
         self.emitted = true;
+        self.end_units();
         let at = self.cite.at(line);
         let (kept, cut) = super::cut_str(text.trim(), REPORT_MAX);
         self.put(&format!(
@@ -392,7 +456,7 @@ impl<W: Write> Sink for Render<W> {
     fn note(&mut self, line: u64, text: &str) {
         let at = self.cite.at(line);
         let head = one_line(text, NOTE_HEAD);
-        self.put(&format!("[{at}] not a prompt: {head}\n"));
+        self.line_entry(at, format!("not a prompt: {head}"), true);
         self.shown.notes += 1;
         self.emitted = true;
     }
@@ -417,6 +481,7 @@ impl<W: Write> Sink for Render<W> {
     fn oversized(&mut self, line: u64, bytes: u64, read: bool) {
         self.oversized.push((line, bytes, read));
         if !read {
+            self.end_units();
             let at = self.cite.at(line);
             self.put(&format!(
                 "[{at}] a record of {} almanac could not read: over its line limit, and not JSON\n",
@@ -551,6 +616,43 @@ mod tests {
             (shown.prompts, shown.answers, shown.repeats, shown.left_out),
             (2, 1, 3, 1)
         );
+    }
+
+    /// A call and its result that come again as they were (a poll, a retried command) are one line
+    /// with ×N, as is a lone result the same as the lone one before; anything else between starts over.
+    #[test]
+    fn the_same_call_and_result_again_collapse_into_one_line() {
+        let mut r = Render::new(Vec::new(), Cite::Line, false);
+        let wait = Call {
+            name: "wait".into(),
+            argument: Some("20".into()),
+            reason: None,
+        };
+        r.prompt(1, "go", false, None);
+        for line in [2, 4, 6, 8] {
+            r.call(line, &wait);
+            r.result(line + 1, &plain("still running"));
+        }
+        r.call(10, &wait);
+        r.result(11, &plain("done: 3 passed"));
+        r.result(12, &plain("done: 3 passed"));
+        r.answer(13, "All green.", None);
+        r.call(14, &wait);
+        r.result(15, &plain("still running"));
+        let (out, shown, written) = r.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(written, text.len() as u64);
+        assert_eq!(
+            text,
+            "\n[L1] user:\n  go\n[L2] tool wait: 20\n[L3] result, 13 bytes: still running\n\
+             [L8] the same call and result again, ×3\n\
+             [L10] tool wait: 20\n[L11] result, 14 bytes: done: 3 passed\n\
+             [L12] result, 14 bytes: done: 3 passed\n\
+             \n[L13] assistant:\n  All green.\n\
+             [L14] tool wait: 20\n[L15] result, 13 bytes: still running\n\
+             \nLeft out: 6 records repeating text shown above.\n"
+        );
+        assert_eq!((shown.calls, shown.results, shown.repeats), (6, 7, 6));
     }
 
     #[test]

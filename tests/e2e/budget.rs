@@ -383,7 +383,8 @@ fn a_real_session_whose_conversation_fits_one_run_is_one_run_however_large_its_j
             .into_iter()
             .filter(|i| i["transcriptPath"] == p.display().to_string())
             .collect();
-        assert!((3..=5).contains(&chunks.len()), "{app}: {s}");
+        // (Cut by its JSONL, it would be dozens.)
+        assert!((2..=5).contains(&chunks.len()), "{app}: {s}");
         let sum: u64 = chunks
             .iter()
             .map(|c| c["estimatedTokens"].as_u64().unwrap())

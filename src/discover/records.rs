@@ -62,13 +62,19 @@ fn each_line(
 pub type Claims = HashMap<String, Content>;
 
 /// A record's content as a copy keeps it: what the rule set's turn reading takes of it (the rendering's
-/// fields, which never include the session id a copy changes), hashed.
+/// fields, which never include the session id a copy changes; not its time, which says when, not
+/// what), hashed.
 pub type Content = [u8; 32];
 
-pub fn content_of(rule: &RuleSet, line: &[u8]) -> Content {
+/// What of a record its content is (`content_of`): the rendering's fields without the record's time.
+pub fn content_need(rule: &RuleSet) -> Option<Need> {
+    rule.turns.as_ref().map(|t| t.render_needs(&[]))
+}
+
+pub fn content_of(need: Option<&Need>, line: &[u8]) -> Content {
     use sha2::{Digest, Sha256};
-    let value = match &rule.turns {
-        Some(t) => crate::rules::pruned::parse_pruned(line, &t.render_reads).map(|p| p.to_value()),
+    let value = match need {
+        Some(n) => crate::rules::pruned::parse_pruned(line, n).map(|p| p.to_value()),
         None => crate::util::lines::parse_object(line),
     };
     let bytes = value
@@ -80,8 +86,8 @@ pub fn content_of(rule: &RuleSet, line: &[u8]) -> Content {
 /// Whether the record on `line`, whose id is `id`, is one `claimed` holds: `Some(true)` when its
 /// content matches too, `Some(false)` for a conflict (the id, other content), None when the id is not
 /// claimed.
-fn claim_of(rule: &RuleSet, claimed: &Claims, id: &str, line: &[u8]) -> Option<bool> {
-    claimed.get(id).map(|c| *c == content_of(rule, line))
+fn claim_of(content: Option<&Need>, claimed: &Claims, id: &str, line: &[u8]) -> Option<bool> {
+    claimed.get(id).map(|c| *c == content_of(content, line))
 }
 
 /// The ids and contents of the records in bytes `[from, to)` of `path` (`from` on a line's start):
@@ -91,9 +97,10 @@ pub fn ids_between(rule: &RuleSet, path: &Path, (from, to): (u64, u64)) -> io::R
     let Some(need) = need(rule) else {
         return Ok(out);
     };
+    let content = content_need(rule);
     each_line(path, (from, to), 1, |bytes, _, _| {
         if let Some(id) = id_of(rule, &need, bytes) {
-            out.insert(id, content_of(rule, bytes));
+            out.insert(id, content_of(content.as_ref(), bytes));
         }
         true
     })?;
@@ -126,11 +133,12 @@ pub fn claimed_spans(
         });
     };
     let (mut in_block, mut start) = (true, from);
+    let content = content_need(rule);
     each_line(path, (from, u64::MAX), lines_before + 1, |bytes, end, n| {
         let id = id_of(rule, &need, bytes);
         let claim = id
             .as_deref()
-            .and_then(|i| claim_of(rule, claimed, i, bytes));
+            .and_then(|i| claim_of(content.as_ref(), claimed, i, bytes));
         if let (Some(false), Some(i)) = (claim, &id) {
             conflicts.push((n, i.clone()));
         }
@@ -166,9 +174,10 @@ pub fn first_claimed(
         return Ok(None);
     };
     let mut found = None;
+    let content = content_need(rule);
     each_line(path, (from, to), lines_before + 1, |bytes, _, n| {
         found = id_of(rule, &need, bytes)
-            .filter(|id| claim_of(rule, claimed, id, bytes) == Some(true))
+            .filter(|id| claim_of(content.as_ref(), claimed, id, bytes) == Some(true))
             .map(|id| (n, id));
         found.is_none()
     })?;
@@ -285,11 +294,15 @@ mod tests {
             first_claimed(rule, &real, (a, 1, r.len() as u64), &claimed).unwrap(),
             None
         );
-        // The session id a copy changes is not its content.
-        let copy = line(Some("b"), "b").replace("\"type\"", "\"sessionId\":\"other\",\"type\"");
+        // The session id a copy changes is not its content, nor is the record's time.
+        let need = content_need(rule);
+        let copy = line(Some("b"), "b").replace(
+            "\"type\"",
+            "\"sessionId\":\"other\",\"timestamp\":\"2026-12-07T10:00:00Z\",\"type\"",
+        );
         assert_eq!(
-            content_of(rule, copy.trim_end().as_bytes()),
-            content_of(rule, line(Some("b"), "b").trim_end().as_bytes())
+            content_of(need.as_ref(), copy.trim_end().as_bytes()),
+            content_of(need.as_ref(), line(Some("b"), "b").trim_end().as_bytes())
         );
     }
 }

@@ -34,9 +34,6 @@ pub enum Reason {
     /// The captured part was rewritten but still holds the last captured record: the capture resumed
     /// after it (reported, not a problem).
     RecoveredPrefix,
-    /// A record holds the id of a record another session of its family claimed, with other content:
-    /// not a copy, so captured here too (reported, for the user to look at the file).
-    RecordConflict,
     BudgetDeferred,
     CaptureStartFailed,
     /// The transcript's ledger entry changed between the sweep's decide and act passes (another process
@@ -101,7 +98,6 @@ impl Reason {
             Reason::StoreBehindLink => "store-behind-link",
             Reason::PrefixMismatch => "prefix-mismatch",
             Reason::RecoveredPrefix => "recovered-prefix",
-            Reason::RecordConflict => "record-conflict",
             Reason::BudgetDeferred => "budget-deferred",
             Reason::CaptureStartFailed => "capture-start-failed",
             Reason::ChangedDuringSweep => "changed-during-sweep",
@@ -125,7 +121,7 @@ impl Reason {
     }
 
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 38] = [
+    pub const ALL: [Reason; 37] = [
         Reason::NoSessionId,
         Reason::NoCwd,
         Reason::NoAlmanacRepo,
@@ -144,7 +140,6 @@ impl Reason {
         Reason::StoreBehindLink,
         Reason::PrefixMismatch,
         Reason::RecoveredPrefix,
-        Reason::RecordConflict,
         Reason::BudgetDeferred,
         Reason::CaptureStartFailed,
         Reason::ChangedDuringSweep,

@@ -63,7 +63,7 @@ pub fn claimed_elsewhere(
     }
     let rule = rules.get()?.get(&r.app).filter(|r| records::compares(r))?;
     for o in family {
-        let mut ids = records::Claims::new();
+        let mut ids = std::collections::HashSet::new();
         for span in claimed_before(o, &r.run_id) {
             // A transcript that cannot be read claims nothing it can show.
             ids.extend(records::ids_between(rule, Path::new(&o.path), span).unwrap_or_default());

@@ -7,7 +7,7 @@ use crate::rules::needs::{Need, Needs};
 use crate::rules::pruned::parse_pruned;
 use crate::rules::RuleSet;
 use crate::util::lines::LineReader;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -56,52 +56,19 @@ fn each_line(
     Ok(())
 }
 
-/// What a session claimed: each record's id, with its content (`content_of`). A record is the one
-/// claimed only when both match: a file that takes a session's record ids for text of its own claims
-/// nothing of that session's.
-pub type Claims = HashMap<String, Content>;
-
-/// A record's content as a copy keeps it: what the rule set's turn reading takes of it (the rendering's
-/// fields, which never include the session id a copy changes; not its time, which says when, not
-/// what), hashed.
-pub type Content = [u8; 32];
-
-/// What of a record its content is (`content_of`): the rendering's fields without the record's time.
-pub fn content_need(rule: &RuleSet) -> Option<Need> {
-    rule.turns.as_ref().map(|t| t.render_needs(&[]))
-}
-
-pub fn content_of(need: Option<&Need>, line: &[u8]) -> Content {
-    use sha2::{Digest, Sha256};
-    let value = match need {
-        Some(n) => crate::rules::pruned::parse_pruned(line, n).map(|p| p.to_value()),
-        None => crate::util::lines::parse_object(line),
-    };
-    let bytes = value
-        .map(|v| serde_json::to_vec(&v).unwrap_or_default())
-        .unwrap_or_else(|| line.to_vec());
-    Sha256::digest(&bytes).into()
-}
-
-/// Whether the record on `line`, whose id is `id`, is one `claimed` holds: `Some(true)` when its
-/// content matches too, `Some(false)` for a conflict (the id, other content), None when the id is not
-/// claimed.
-fn claim_of(content: Option<&Need>, claimed: &Claims, id: &str, line: &[u8]) -> Option<bool> {
-    claimed.get(id).map(|c| *c == content_of(content, line))
-}
-
-/// The ids and contents of the records in bytes `[from, to)` of `path` (`from` on a line's start):
-/// what a session claimed there.
-pub fn ids_between(rule: &RuleSet, path: &Path, (from, to): (u64, u64)) -> io::Result<Claims> {
-    let mut out = Claims::new();
+/// The ids of the records in bytes `[from, to)` of `path` (`from` on a line's start): what a session
+/// claimed there.
+pub fn ids_between(
+    rule: &RuleSet,
+    path: &Path,
+    (from, to): (u64, u64),
+) -> io::Result<HashSet<String>> {
+    let mut out = HashSet::new();
     let Some(need) = need(rule) else {
         return Ok(out);
     };
-    let content = content_need(rule);
     each_line(path, (from, to), 1, |bytes, _, _| {
-        if let Some(id) = id_of(rule, &need, bytes) {
-            out.insert(id, content_of(content.as_ref(), bytes));
-        }
+        out.extend(id_of(rule, &need, bytes));
         true
     })?;
     Ok(out)
@@ -109,40 +76,24 @@ pub fn ids_between(rule: &RuleSet, path: &Path, (from, to): (u64, u64)) -> io::R
 
 /// How the records of `path` from byte `from` (after line `lines_before`) stand against `claimed`: the
 /// cursor after the block of claimed records right there (records without an id go along), with the
-/// last claimed id; after that block, where the first claimed record begins (its byte, and the lines
-/// before it); and each record read on the way that has a claimed id but other content (its line and
-/// id): not the claimed record, so captured here too.
-pub struct Claimed {
-    pub block: Option<(u64, u64, String)>,
-    pub later: Option<(u64, u64)>,
-    pub conflicts: Vec<(u64, String)>,
-}
+/// last claimed id; and, after that block, where the first record with a claimed id begins (its byte,
+/// and the lines before it).
+pub type Claimed = (Option<(u64, u64, String)>, Option<(u64, u64)>);
 
 pub fn claimed_spans(
     rule: &RuleSet,
     path: &Path,
     (from, lines_before): (u64, u64),
-    claimed: &Claims,
+    claimed: &HashSet<String>,
 ) -> io::Result<Claimed> {
-    let (mut block, mut later, mut conflicts) = (None, None, Vec::new());
     let Some(need) = need(rule) else {
-        return Ok(Claimed {
-            block,
-            later,
-            conflicts,
-        });
+        return Ok((None, None));
     };
+    let (mut block, mut later) = (None, None);
     let (mut in_block, mut start) = (true, from);
-    let content = content_need(rule);
     each_line(path, (from, u64::MAX), lines_before + 1, |bytes, end, n| {
         let id = id_of(rule, &need, bytes);
-        let claim = id
-            .as_deref()
-            .and_then(|i| claim_of(content.as_ref(), claimed, i, bytes));
-        if let (Some(false), Some(i)) = (claim, &id) {
-            conflicts.push((n, i.clone()));
-        }
-        let is_claimed = claim == Some(true);
+        let is_claimed = id.as_ref().is_some_and(|i| claimed.contains(i));
         match (in_block, id) {
             (true, Some(id)) if is_claimed => block = Some((end, n, id)),
             (true, None) => {}
@@ -156,11 +107,7 @@ pub fn claimed_spans(
         start = end;
         true
     })?;
-    Ok(Claimed {
-        block,
-        later,
-        conflicts,
-    })
+    Ok((block, later))
 }
 
 /// The first record of bytes `[from, to)` of `path` whose id is one of `claimed`, as (its line, id).
@@ -168,16 +115,15 @@ pub fn first_claimed(
     rule: &RuleSet,
     path: &Path,
     (from, lines_before, to): (u64, u64, u64),
-    claimed: &Claims,
+    claimed: &HashSet<String>,
 ) -> io::Result<Option<(u64, String)>> {
     let Some(need) = need(rule) else {
         return Ok(None);
     };
     let mut found = None;
-    let content = content_need(rule);
     each_line(path, (from, to), lines_before + 1, |bytes, _, n| {
         found = id_of(rule, &need, bytes)
-            .filter(|id| claim_of(content.as_ref(), claimed, id, bytes) == Some(true))
+            .filter(|id| claimed.contains(id))
             .map(|id| (n, id));
         found.is_none()
     })?;
@@ -225,7 +171,7 @@ mod tests {
         let two = p.split_inclusive('\n').take(2).map(str::len).sum::<usize>() as u64;
         let claimed = ids_between(rule, &parent, (0, two)).unwrap();
         assert_eq!(claimed.len(), 2);
-        let Claimed { block, later, .. } = claimed_spans(rule, &fork, (0, 0), &claimed).unwrap();
+        let (block, later) = claimed_spans(rule, &fork, (0, 0), &claimed).unwrap();
         let (bytes, lines, id) = block.unwrap();
         assert_eq!((lines, id.as_str(), later), (3, "b", None));
         assert_eq!(
@@ -233,7 +179,7 @@ mod tests {
             f.split_inclusive('\n').take(3).collect::<String>()
         );
         let all = ids_between(rule, &parent, (0, p.len() as u64)).unwrap();
-        let block = claimed_spans(rule, &fork, (0, 0), &all).unwrap().block;
+        let (block, _) = claimed_spans(rule, &fork, (0, 0), &all).unwrap();
         let (_, lines, id) = block.unwrap();
         assert_eq!(
             (lines, id.as_str()),
@@ -242,7 +188,7 @@ mod tests {
         );
         // From a cursor (after line 3): c is claimed.
         let at = f.split_inclusive('\n').take(3).map(str::len).sum::<usize>() as u64;
-        let block = claimed_spans(rule, &fork, (at, 3), &all).unwrap().block;
+        let (block, _) = claimed_spans(rule, &fork, (at, 3), &all).unwrap();
         assert_eq!(block.map(|b| b.1), Some(4));
         // A parentUuid naming a claimed record is not that record.
         let own = f.len() as u64 - line(Some("x"), "own").len() as u64;
@@ -255,54 +201,10 @@ mod tests {
             Some((2, "a".to_string()))
         );
         // Nothing claimed first: no copy.
-        let none = ids_between(rule, &fork, (own, f.len() as u64)).unwrap();
-        assert_eq!(none.len(), 1);
+        let none = HashSet::from(["x".to_string()]);
         // A claimed record after records of its own: the block is empty, the part ends before it.
-        let Claimed { block, later, .. } = claimed_spans(rule, &fork, (0, 0), &none).unwrap();
+        let (block, later) = claimed_spans(rule, &fork, (0, 0), &none).unwrap();
         assert_eq!(block, None);
         assert_eq!(later, Some((own, 4)));
-    }
-
-    /// A file that takes a session's record ids for text of its own claims none of its records, and
-    /// the session's own records with those ids are not the file's: each is named as a conflict.
-    #[test]
-    fn a_record_with_a_claimed_id_and_other_text_is_not_the_claimed_one() {
-        let cat = claude();
-        let rule = cat.get("claude").unwrap();
-        let d = tempfile::tempdir().unwrap();
-        let planted = d.path().join("planted.jsonl");
-        let real = d.path().join("real.jsonl");
-        let p = format!(
-            "{}{}",
-            line(Some("a"), "a"),
-            line(Some("b"), "not what b said")
-        );
-        std::fs::write(&planted, &p).unwrap();
-        let r = format!("{}{}", line(Some("a"), "a"), line(Some("b"), "b"));
-        std::fs::write(&real, &r).unwrap();
-        let claimed = ids_between(rule, &planted, (0, p.len() as u64)).unwrap();
-        let c = claimed_spans(rule, &real, (0, 0), &claimed).unwrap();
-        let a = line(Some("a"), "a").len() as u64;
-        assert_eq!(
-            c.block,
-            Some((a, 1, "a".to_string())),
-            "a is the same record"
-        );
-        assert_eq!(c.later, None, "b is not claimed");
-        assert_eq!(c.conflicts, vec![(2, "b".to_string())]);
-        assert_eq!(
-            first_claimed(rule, &real, (a, 1, r.len() as u64), &claimed).unwrap(),
-            None
-        );
-        // The session id a copy changes is not its content, nor is the record's time.
-        let need = content_need(rule);
-        let copy = line(Some("b"), "b").replace(
-            "\"type\"",
-            "\"sessionId\":\"other\",\"timestamp\":\"2026-12-07T10:00:00Z\",\"type\"",
-        );
-        assert_eq!(
-            content_of(need.as_ref(), copy.trim_end().as_bytes()),
-            content_of(need.as_ref(), line(Some("b"), "b").trim_end().as_bytes())
-        );
     }
 }

@@ -7,7 +7,7 @@ use crate::discover::{self, FoundFile};
 use crate::ledger::LedgerEntry;
 use crate::rules::RuleSet;
 use crate::util::lines::{parse_object, LineReader};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -109,9 +109,6 @@ pub struct Shared {
     /// Where the first claimed record after them begins (bytes, lines before it): the part ends there,
     /// and the next sweep skips the claimed ones.
     pub until: Option<(u64, u64)>,
-    /// Records (line, id, the session claiming that id) whose id another session claimed for other
-    /// content: not copies, captured here too, and reported.
-    pub conflicts: Vec<(u64, String, String)>,
 }
 
 /// For a first-seen transcript whose first record starts a captured session of the same app (one head
@@ -177,39 +174,27 @@ fn shared(
         return Ok(None);
     }
     let mut owner: HashMap<String, String> = HashMap::new();
-    let mut claimed = discover::records::Claims::new();
     for k in family {
         for &span in &k.claimed {
             // A transcript that cannot be read claims nothing it can show.
             if let Ok(ids) = discover::records::ids_between(rule, Path::new(&k.path), span) {
                 *bytes_read += span.1 - span.0;
-                for (id, content) in ids {
-                    owner
-                        .entry(id.clone())
-                        .or_insert_with(|| k.session_id.clone());
-                    claimed.entry(id).or_insert(content);
+                for id in ids {
+                    owner.entry(id).or_insert_with(|| k.session_id.clone());
                 }
             }
         }
     }
-    let found = discover::records::claimed_spans(rule, &file.path, start, &claimed)?;
-    let copied = found.block.map(|(bytes, lines, last_id)| Copied {
+    let claimed: HashSet<String> = owner.keys().cloned().collect();
+    let (block, until) = discover::records::claimed_spans(rule, &file.path, start, &claimed)?;
+    let copied = block.map(|(bytes, lines, last_id)| Copied {
         session_id: owner[&last_id].clone(),
         from: start.0,
         bytes,
         lines,
         last_id,
     });
-    let conflicts = found
-        .conflicts
-        .into_iter()
-        .map(|(line, id)| (line, id.clone(), owner[&id].clone()))
-        .collect();
-    Ok(Some(Shared {
-        copied,
-        until: found.later,
-        conflicts,
-    }))
+    Ok(Some(Shared { copied, until }))
 }
 
 /// The id of the last record with one that ends at or before byte `to` (read backwards, a window at a

@@ -60,8 +60,6 @@ struct WorkResult {
     part: Result<Option<u64>, String>,
     counted: Option<Vec<Option<PartSummary>>>,
     bytes_read: u64,
-    /// Records whose ids its family claimed for other content (line, id, session): reported.
-    conflicts: Vec<(u64, String, String)>,
 }
 
 /// Whether the budget will start every chunk of every eligible part (a large `--max-runs`, a long
@@ -137,7 +135,6 @@ pub fn read_new_parts(
             _ => None,
         }
         .unwrap_or_default();
-        let conflicts = shared.conflicts.clone();
         let mut counting = count_now
             .then(|| Counting::new(rule, &counting_opts))
             .flatten();
@@ -170,7 +167,6 @@ pub fn read_new_parts(
             part,
             counted,
             bytes_read,
-            conflicts,
         }
     });
     work.into_iter()
@@ -197,30 +193,6 @@ fn settle(
     let attention = |summary: &mut Summary, reason, detail| {
         summary.attention(SkippedItem::of(file, ex, reason, Some(detail)))
     };
-    if !res.conflicts.is_empty() {
-        let each: Vec<String> = res
-            .conflicts
-            .iter()
-            .take(5)
-            .map(|(line, id, session)| format!("line {line} ({id}, claimed by session {session})"))
-            .collect();
-        let more = res.conflicts.len().saturating_sub(each.len());
-        let detail = format!(
-            "{} record(s) carry the ids of records another session of this family captured or queued, with other content: {}{}; not copies, so captured here as well",
-            res.conflicts.len(),
-            each.join(", "),
-            match more {
-                0 => String::new(),
-                n => format!(" and {n} more"),
-            }
-        );
-        summary.recover(SkippedItem::of(
-            file,
-            ex,
-            Reason::RecordConflict,
-            Some(detail),
-        ));
-    }
     let recovered = |summary: &mut Summary, rc: &super::range::Recovered| {
         let detail = Some(rc.detail.clone());
         summary.recover(SkippedItem::of(file, ex, Reason::RecoveredPrefix, detail))

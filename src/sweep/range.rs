@@ -96,7 +96,7 @@ fn decide_range_in(
     counting: Option<&mut Counting>,
     bytes_read: &mut u64,
 ) -> Result<RangeOutcome, String> {
-    let super::overlap::Shared { copied, until, .. } = shared;
+    let super::overlap::Shared { copied, until } = shared;
     let open = || discover::open_transcript(&file.path).map_err(|e| e.to_string());
     // A view's captured prefix is its messages' ids, wherever their bytes now end.
     let view_at = match entry {

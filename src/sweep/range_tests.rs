@@ -54,7 +54,7 @@ fn agree(rule: &RuleSet, file: &FoundFile, lines: u64, chunk: u64) -> usize {
         let mut c = Counting::new(rule, &opts).unwrap();
         let shared = super::super::overlap::Shared {
             copied: copied.clone(),
-            ..Default::default()
+            until: None,
         };
         let out = decide_range(
             rule,

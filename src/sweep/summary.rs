@@ -114,8 +114,7 @@ pub struct Summary {
     pub skipped: Skipped,
     pub needs_attention: Vec<SkippedItem>,
     /// Transcripts rewritten before their cursor that still held the last captured record: the capture
-    /// resumed after it (`recovered-prefix`); transcripts whose records carry ids their family claimed
-    /// for other content (`record-conflict`). They also appear as started or skipped as usual.
+    /// resumed after it (`recovered-prefix`). They also appear as started or skipped as usual.
     pub recovered: Vec<SkippedItem>,
     pub counts: BTreeMap<&'static str, u64>,
     pub totals: Totals,

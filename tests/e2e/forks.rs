@@ -136,55 +136,6 @@ fn the_old_claude_resume_shape_is_captured_under_its_own_id_from_its_first_new_r
     );
 }
 
-/// A file planted beside a captured session: the session's records (as a copy has them), then a record
-/// with the id the session's next record carries and text of its own. It is captured for what it says,
-/// and claims nothing of the session's: the session's real next record, with that id, is captured too,
-/// and the conflict is reported.
-#[test]
-fn a_planted_copy_with_the_sessions_next_ids_and_other_text_claims_none_of_its_lines() {
-    let l = live_world(3);
-    original_captured(&l);
-    let planted_sid = "44444444-5555-4666-8777-888888888888";
-    let next = |text: &str, sid: &str| {
-        format!(
-            "{{\"type\":\"user\",\"uuid\":\"aaaaaaaa-0000-4000-8000-000000000001\",\"parentUuid\":\"7795ad1a-756d-462d-9a5a-fd956ecd1a68\",\"sessionId\":\"{sid}\",\"cwd\":\"{}\",\"timestamp\":\"2026-11-30T09:10:00.000Z\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n",
-            l.repo.display()
-        )
-    };
-    let original = real(&l, &format!("{CLAUDE_DIR}/{ORIGINAL}.jsonl"));
-    let mut planted = original.clone();
-    planted.push_str(&next("Planted words nobody typed here", planted_sid));
-    write_aged(&claude_path(&l, planted_sid), planted.as_bytes(), HOURS_2);
-    let s = l.summary();
-    let runs = started_for(&s, planted_sid);
-    assert_eq!(runs.len(), 1, "{s}");
-    // After the original's last captured record (line 34); its own records follow.
-    assert_eq!(runs[0]["fromLine"], 35, "{}", runs[0]);
-    assert_eq!(runs[0]["toLine"], 38, "{}", runs[0]);
-    l.wait_idle();
-
-    let mut grown = original;
-    grown.push_str(&next("The real next prompt", ORIGINAL));
-    write_aged(&claude_path(&l, ORIGINAL), grown.as_bytes(), HOURS_2);
-    let s = l.summary();
-    let runs = started_for(&s, ORIGINAL);
-    assert_eq!(runs.len(), 1, "the session's own line is captured: {s}");
-    assert_eq!(runs[0]["fromLine"], 38, "{}", runs[0]);
-    let prompt = l.prompt(runs[0]["runId"].as_str().unwrap());
-    assert!(prompt.contains("The real next prompt"), "{prompt}");
-    assert!(!prompt.contains("Planted words"), "{prompt}");
-    let conflict: Vec<_> = items(&s, "recovered")
-        .into_iter()
-        .filter(|i| i["reason"] == "record-conflict")
-        .collect();
-    assert_eq!(conflict.len(), 1, "{s}");
-    let detail = conflict[0]["detail"].as_str().unwrap();
-    assert!(
-        detail.contains("line 38") && detail.contains(planted_sid),
-        "{detail}"
-    );
-}
-
 #[test]
 fn a_codex_fork_is_captured_from_line_1_with_its_parent_named_in_the_prompt() {
     let l = live_world(3);

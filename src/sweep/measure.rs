@@ -53,7 +53,8 @@ pub fn options() -> Options {
 }
 
 /// The rendering of a new part, measured as the scan hands it each line: where chunks end, and each
-/// chunk's rendered bytes (as `capture::conversation` renders that chunk alone).
+/// chunk's rendered bytes (as `capture::conversation` renders that chunk alone) and its turns (as read
+/// with `opts`, in the same parse).
 pub struct Measure<'a> {
     rule: &'a RuleSet,
     turns: &'a TurnsRule,
@@ -62,8 +63,9 @@ pub struct Measure<'a> {
     limit: u64,
     /// The chunk being measured.
     reader: Option<Reader<'a, Render<std::io::Sink>>>,
-    /// Each finished chunk's rendered bytes.
+    /// Each finished chunk's rendered bytes, and its turns.
     pub sizes: Vec<u64>,
+    pub turns_read: Vec<Option<crate::turns::PartSummary>>,
 }
 
 impl<'a> Measure<'a> {
@@ -86,6 +88,7 @@ impl<'a> Measure<'a> {
             limit,
             reader: None,
             sizes: Vec::new(),
+            turns_read: Vec::new(),
         })
     }
 
@@ -111,9 +114,11 @@ impl<'a> Measure<'a> {
         true
     }
 
-    fn end_chunk(&mut self) {
+    /// The chunk being read ends (at a cut, or the scan's end).
+    pub fn end_chunk(&mut self) {
         if let Some(r) = self.reader.take() {
-            let (_, sink) = r.finish_with_sink(0);
+            let (t, sink) = r.finish_with_sink(0);
+            self.turns_read.push(Some(crate::turns::summarize(&t)));
             // Writing to a sink does not fail.
             self.sizes
                 .push(sink.finish().map(|(_, _, n)| n).unwrap_or(0));

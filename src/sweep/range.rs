@@ -7,7 +7,6 @@ use crate::discover::{self, FoundFile};
 use crate::ledger::{cursor, LedgerEntry};
 use crate::policy::Settings;
 use crate::rules::RuleSet;
-use crate::turns::render::{Cite, Render};
 use std::io::Read;
 
 /// A cursor in a transcript: bytes and lines before it, and the `sha256:` of those bytes.
@@ -532,15 +531,11 @@ pub struct Counting<'a> {
     first: Option<crate::turns::Reader<'a>>,
     first_turns: Option<u64>,
     chunk_opts: &'a crate::turns::Options,
-    /// The chunk being read: its turns, and its rendering measured (one parse of each line for both).
-    chunk: Option<crate::turns::Reader<'a, Render<std::io::Sink>>>,
-    /// A chunk ends where its rendering reaches this many bytes; entries cite lines or messages.
-    limit: u64,
-    cite: Cite,
-    /// The first line handed over, and each chunk's summary and rendered bytes as it ended.
+    /// The chunks: each one's turns and its rendering measured, one parse of each line for both (set
+    /// by `cut_at`, where the scan's limit is known).
+    chunks: Option<Measure<'a>>,
+    /// The first line handed over.
     first_line: Option<u64>,
-    done: Vec<Option<crate::turns::PartSummary>>,
-    sizes: Vec<u64>,
 }
 
 /// Options of the whole part's first-turn read and of a chunk's read (`Keep::Counts` for a dry run).
@@ -567,22 +562,14 @@ impl<'a> Counting<'a> {
             first: None,
             first_turns: None,
             chunk_opts: &opts[1],
-            chunk: None,
-            limit: u64::MAX,
-            cite: Cite::Line,
+            chunks: None,
             first_line: None,
-            done: Vec::new(),
-            sizes: Vec::new(),
         })
     }
 
     /// Where the scan cuts chunks: where a chunk's rendering reaches `limit` bytes (as `Measure`).
     fn cut_at(&mut self, limit: u64, view: bool) {
-        self.limit = limit;
-        self.cite = match view {
-            true => Cite::Message,
-            false => Cite::Line,
-        };
+        self.chunks = Measure::new(self.rule, self.chunk_opts, limit, view);
     }
 
     /// Line `line` (`bytes`, ending `end` bytes into the file): whether a chunk ends after it.
@@ -605,38 +592,16 @@ impl<'a> Counting<'a> {
                 self.first_turns = Some(r.finish(0).total_turns);
             }
         }
-        let new_chunk = self.chunk.is_none();
-        let (rule, turns, opts, cite) = (self.rule, self.turns, self.chunk_opts, self.cite);
-        let r = self.chunk.get_or_insert_with(|| {
-            let sink = Render::new(std::io::sink(), cite, turns.merge_repeated_prompts);
-            Reader::with_sink(rule, turns, line, 0, opts, sink)
-        });
-        r.line(
-            line,
-            end,
-            if new_chunk { without_bom(bytes) } else { bytes },
-        );
-        if r.sink().written() < self.limit {
-            return false;
-        }
-        self.end_chunk();
-        true
-    }
-
-    fn end_chunk(&mut self) {
-        if let Some(r) = self.chunk.take() {
-            let (t, sink) = r.finish_with_sink(0);
-            self.done.push(Some(crate::turns::summarize(&t)));
-            // Writing to a sink does not fail.
-            self.sizes
-                .push(sink.finish().map(|(_, _, n)| n).unwrap_or(0));
-        }
+        (self.chunks.as_mut()).is_some_and(|m| m.line(bytes, end, line))
     }
 
     /// The scan is over: each chunk's rendered bytes, the last one's too.
     fn close(&mut self) -> Vec<u64> {
-        self.end_chunk();
-        self.sizes.clone()
+        let Some(m) = self.chunks.as_mut() else {
+            return Vec::new();
+        };
+        m.end_chunk();
+        m.sizes.clone()
     }
 
     /// Whether the part holds a turn, and each chunk's summary: None unless the lines handed over
@@ -649,10 +614,12 @@ impl<'a> Counting<'a> {
             Some(f) => f.finish(0).total_turns,
             None => self.first_turns?,
         };
-        self.end_chunk();
+        let mut m = self.chunks?;
+        m.end_chunk();
+        let mut done = m.turns_read;
         // Held per part until the budget is spent: no room for more.
-        self.done.shrink_to_fit();
-        (self.done.len() == r.boundaries.len() + 1).then_some((first, self.done))
+        done.shrink_to_fit();
+        (done.len() == r.boundaries.len() + 1).then_some((first, done))
     }
 }
 
